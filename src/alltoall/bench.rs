@@ -1,0 +1,520 @@
+//! `alltoall_perf`: bring ranks up, sweep sizes for each implementation, check, report.
+use super::{make, Rank};
+use crate::bootstrap::{self, Bootstrap};
+use crate::cli::Config;
+use crate::cuda::{self, Gpu};
+use crate::error::{die, Error, Exit, Result};
+use crate::harness::check::Checker;
+use crate::harness::{self, sizes, stats, watchdog, LoopParams};
+use crate::nccl::{self, compat, Comm, DevMem, Registration, UniqueId};
+use crate::report::schema::{self, Env, Gpu as GpuInfo, NcclInfo, Row, Run, Summary, Tool};
+use crate::report::{csv, json, table};
+use std::io::Write;
+
+const PROG: &str = "alltoall_perf";
+const GIB: u64 = 1 << 30;
+
+/// Run the benchmark on every rank; returns the process exit code.
+pub fn main(cfg: Config) -> Result<Exit> {
+    nccl::load()?;
+    let ngpus = cuda::device_count()?;
+    if ngpus == 0 {
+        return Err(Error::env(
+            "no GPU visible to CUDA",
+            "run on a GPU machine, or check CUDA_VISIBLE_DEVICES",
+        ));
+    }
+    if bootstrap::launched_by_mpi() {
+        if cfg.local_ranks != 1 {
+            return Err(Error::usage(
+                "under mpirun / srun each process is one rank",
+                "drop -t / -g and start one process per GPU (mpirun -np <GPUs>)",
+            ));
+        }
+        let boot = bootstrap::mpi::MpiRank::init()
+            .ok_or_else(|| Error::internal("MPI was already initialised"))?;
+        let (local, _) = boot.local_rank();
+        return run_rank(&boot, &cfg, local);
+    }
+    if cfg.local_ranks > ngpus {
+        return Err(Error::env(
+            format!(
+                "-t × -g asks for {} GPUs but {ngpus} are visible",
+                cfg.local_ranks
+            ),
+            format!("use at most {ngpus} ranks in one process, e.g. -g {ngpus}"),
+        ));
+    }
+    let handles: Vec<_> = bootstrap::threads::group(cfg.local_ranks)
+        .into_iter()
+        .map(|b| {
+            let cfg = cfg.clone();
+            std::thread::spawn(move || {
+                let dev = b.rank();
+                // A failed rank would leave the others waiting in a collective: stop the process.
+                run_rank(&b, &cfg, dev).unwrap_or_else(|e| die(PROG, &e))
+            })
+        })
+        .collect();
+    let mut code = Exit::Ok;
+    for (i, h) in handles.into_iter().enumerate() {
+        let c = h
+            .join()
+            .map_err(|_| Error::internal("a rank thread panicked"))?;
+        if i == 0 {
+            code = c;
+        }
+    }
+    Ok(code)
+}
+
+/// Host names in rank order, each once.
+pub fn unique_hosts(gpus: &[GpuInfo]) -> Vec<String> {
+    let mut h: Vec<String> = vec![];
+    for g in gpus {
+        if !h.contains(&g.host) {
+            h.push(g.host.clone());
+        }
+    }
+    h
+}
+
+/// Largest buffer, per rank, that the sweep needs.
+fn buffer_bytes(cfg: &Config, nranks: u64) -> u64 {
+    let elt = cfg.dtype.size();
+    let max = cfg
+        .sizes
+        .iter()
+        .map(|&s| nranks * sizes::alltoall_count(s, elt, nranks) * elt)
+        .max()
+        .unwrap_or(0);
+    max.max(4096)
+}
+
+fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
+    let (rank, n) = (boot.rank(), boot.size());
+    let started_at = schema::now_rfc3339();
+    let gpu = Gpu::open(device)?;
+    let uid = if rank == 0 {
+        UniqueId::new()?.to_bytes()
+    } else {
+        vec![]
+    };
+    let uid = UniqueId::from_bytes(&boot.broadcast(0, &uid))?;
+    let comm = Comm::init(n, &uid, rank)?;
+    watchdog::beat();
+
+    // Environment, gathered to rank 0.
+    let host = bootstrap::hostname();
+    let gin = compat::probe_gin(&comm);
+    let me = GpuInfo {
+        rank,
+        name: gpu.name(),
+        host: host.clone(),
+        device,
+        pci_bus_id: gpu.pci_bus_id(),
+        memory_bytes: gpu.total_mem(),
+    };
+    let gpus: Vec<GpuInfo> = boot
+        .allgather(&serde_json::to_vec(&me).unwrap())
+        .iter()
+        .map(|b| serde_json::from_slice(b).map_err(|e| Error::internal(format!("gpu info: {e}"))))
+        .collect::<Result<_>>()?;
+
+    // Memory: send + receive of the largest size must fit, with headroom for NCCL (as nccl-tests).
+    let mut sweep = cfg.sizes.clone();
+    let want = buffer_bytes(cfg, n as u64);
+    let reserve = (gpu.total_mem().div_ceil(16 * GIB) * GIB).min(4 * GIB) + GIB;
+    let fit = gpu.free_mem().saturating_sub(reserve) / 2;
+    let fit = boot
+        .allgather_f64(&[fit as f64])
+        .iter()
+        .map(|v| v[0] as u64)
+        .min()
+        .unwrap_or(0);
+    let mut note = None;
+    if want > fit {
+        sweep.retain(|&s| s <= fit);
+        note = Some(format!(
+            "# Reducing maxBytes to {fit} due to memory limitation"
+        ));
+        if sweep.is_empty() {
+            return Err(Error::env(
+                format!(
+                    "not even the smallest size fits in GPU memory ({fit} bytes free per buffer)"
+                ),
+                "use a smaller -b",
+            ));
+        }
+    }
+    let bytes = buffer_bytes(
+        &Config {
+            sizes: sweep.clone(),
+            ..cfg.clone()
+        },
+        n as u64,
+    );
+    let send = DevMem::alloc(bytes as usize)?;
+    let recv = DevMem::alloc(bytes as usize)?;
+    let reg = Registration::register(&comm, cfg.register, &send, &recv)?;
+    let mut r = Rank {
+        boot,
+        gpu,
+        comm,
+        send,
+        recv,
+        reg,
+        dtype: cfg.dtype,
+    };
+    let mut checker = Checker::new(&r.gpu, cfg.dtype.size())?;
+    // Timed data is a real pattern, never zeros.
+    checker.fill(&r.gpu, r.send.ptr, bytes / cfg.dtype.size(), 0, rank as u32)?;
+    checker.fill(&r.gpu, r.recv.ptr, bytes / cfg.dtype.size(), 0, rank as u32)?;
+    r.gpu.stream.synchronize()?;
+    watchdog::beat();
+
+    let lib = nccl::load()?;
+    let env = Env {
+        ranks: n,
+        hosts: unique_hosts(&gpus),
+        gpus,
+        driver: cuda::kernel_driver_version(),
+        cuda: cuda::driver_cuda_version().unwrap_or_default(),
+        nccl: NcclInfo {
+            header: nccl::header_version(),
+            library: lib.version,
+            path: lib.path.clone(),
+        },
+        gin: {
+            let net = crate::envinfo::network();
+            let hint = crate::envinfo::gin_network_hint(&net);
+            let mut g = gin;
+            if g.kind == "none" && !hint.is_empty() {
+                g.reason = format!("{}; {hint}", g.reason);
+            }
+            g
+        },
+        network: crate::envinfo::network(),
+        vars: crate::envinfo::vars(),
+    };
+    let mut out = Output::new(rank == 0, cfg, env, started_at);
+    out.preamble(&r, note);
+
+    let result = sweep_all(&r, cfg, &sweep, &mut checker, &mut out);
+    let exit = match &result {
+        Ok(()) if out.wrong_rows() > 0 => Exit::WrongData,
+        Ok(()) => Exit::Ok,
+        Err(e) => e.exit,
+    };
+    out.finish(result.as_ref().err())?;
+    r.gpu.stream.synchronize()?;
+    r.reg.release(&r.comm);
+    result.map(|_| exit)
+}
+
+fn sweep_all(
+    r: &Rank,
+    cfg: &Config,
+    sweep: &[u64],
+    checker: &mut Checker,
+    out: &mut Output,
+) -> Result<()> {
+    let n = r.boot.size() as u64;
+    for cycle in 0..cfg.cycles {
+        for info in &cfg.impls {
+            let imp = make(info, r)?;
+            out.impl_header(info.name, info.id, r.reg.describe());
+            for &size in sweep {
+                let count = sizes::alltoall_count(size, cfg.dtype.size(), n);
+                let mut rows = vec![];
+                for inplace in [false, true] {
+                    let m = measure(r, imp.as_ref(), cfg, count, inplace, checker)?;
+                    rows.push(out.row(r.boot, info.name, count, inplace, cycle, &m));
+                }
+                out.line(&rows[0], &rows[1]);
+                out.rows.extend(rows);
+                watchdog::beat();
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One rank's view of one measurement.
+struct Measured {
+    timing: harness::Timing,
+    /// Wrong elements on this rank; None when not checked.
+    wrong: Option<u64>,
+}
+
+fn measure(
+    r: &Rank,
+    imp: &dyn super::Impl,
+    cfg: &Config,
+    count: u64,
+    inplace: bool,
+    checker: &mut Checker,
+) -> Result<Measured> {
+    let n = r.boot.size() as u64;
+    let elt = cfg.dtype.size();
+    let bytes = n * count * elt;
+    // Rotate through the buffer so that sizes below the L2 cache are not served from it.
+    let stride = bytes.next_multiple_of(4096).max(4096);
+    let slots = (r.recv.bytes as u64 / stride).clamp(1, cfg.iters as u64);
+    let (send, recv) = (if inplace { r.recv.ptr } else { r.send.ptr }, r.recv.ptr);
+    let agg = cfg.agg;
+    let mut op = |i: u32| -> Result<()> {
+        let off = (i as u64 % slots) * stride;
+        if agg > 1 {
+            nccl::group_start()?;
+        }
+        for _ in 0..agg {
+            imp.launch(r, send + off, recv + off, count)?;
+        }
+        if agg > 1 {
+            nccl::group_end()?;
+        }
+        Ok(())
+    };
+    let params = LoopParams {
+        iters: cfg.iters,
+        warmup: cfg.warmup,
+        ops_per_iter: agg,
+        blocking: cfg.blocking,
+        graph_launches: cfg.graph_launches,
+    };
+    let timing = harness::time_loop(&r.gpu, r.boot, &params, &mut op)?;
+    r.comm.async_error()?;
+
+    // In-place alltoall is timed like nccl-tests but not checked: NCCL does not define it (a
+    // peer's block may land before this rank has sent the block it overwrites).
+    let wrong = if cfg.check == 0 || inplace {
+        None
+    } else {
+        let rank = r.boot.rank() as u32;
+        let mut wrong = 0;
+        for rep in 0..cfg.check {
+            let seed = rep + 1;
+            checker.fill(&r.gpu, send, n * count, seed, rank)?;
+            checker.poison(&r.gpu, recv, count, n as u32, seed, rank)?;
+            imp.launch(r, send, recv, count)?;
+            wrong += checker.verify(&r.gpu, recv, count, n as u32, seed, rank)?;
+            if wrong > 0 {
+                break;
+            }
+        }
+        Some(wrong)
+    };
+    Ok(Measured { timing, wrong })
+}
+
+/// Rank 0's output: the table as it goes, and the JSON / CSV at the end. Other ranks take part
+/// in the reductions only.
+struct Output<'c> {
+    print: bool,
+    cfg: &'c Config,
+    run: Run,
+    rows: Vec<Row>,
+    style: table::Style,
+}
+
+impl<'c> Output<'c> {
+    fn new(print: bool, cfg: &'c Config, env: Env, started_at: String) -> Self {
+        let run = Run {
+            schema: schema::SCHEMA.into(),
+            benchmark: "alltoall".into(),
+            tool: Tool {
+                version: env!("CARGO_PKG_VERSION").into(),
+                git: env!("GINBENCH_GIT").into(),
+            },
+            command: cfg.command.clone(),
+            started_at,
+            finished_at: None,
+            env,
+            config: config_json(cfg),
+            rows: vec![],
+            summary: None,
+        };
+        Output {
+            print,
+            cfg,
+            run,
+            rows: vec![],
+            style: table::Style {
+                cputime: cfg.cputime,
+                per_iter: cfg.per_iter,
+            },
+        }
+    }
+
+    fn emit(&self, s: &str) {
+        if self.print {
+            let mut o = std::io::stdout().lock();
+            let _ = o.write_all(s.as_bytes());
+            let _ = o.flush();
+        }
+    }
+
+    fn preamble(&self, r: &Rank, note: Option<String>) {
+        // Every rank contributes its device line.
+        let line = format!(
+            "#  Rank {:2} Group  0 Pid {:6} on {:>10} device {:2} [{}] {}\n",
+            r.boot.rank(),
+            std::process::id(),
+            bootstrap::hostname(),
+            r.gpu.ordinal,
+            r.gpu.pci_bus_id(),
+            r.gpu.name()
+        );
+        let lines = r.boot.allgather(line.as_bytes());
+        if !self.print {
+            return;
+        }
+        let e = &self.run.env;
+        let c = self.cfg;
+        let mut s = format!(
+            "# ginbench {} ({}) alltoall_perf nccl-headers={} nccl-library={} nccl-path={}\n",
+            self.run.tool.version, self.run.tool.git, e.nccl.header, e.nccl.library, e.nccl.path
+        );
+        s += &format!(
+            "# nThread {} nGpus 1 minBytes {} maxBytes {} warmup iters: {} iters: {} agg iters: {} validation: {} graph: {}\n",
+            c.local_ranks, c.min_bytes, c.max_bytes, c.warmup, c.iters, c.agg, c.check, c.graph_launches
+        );
+        s += &format!(
+            "# ranks {} hosts {} gin: {} ({})\n",
+            e.ranks,
+            e.hosts.len(),
+            e.gin.kind,
+            e.gin.reason
+        );
+        if let Some(n) = note {
+            s += &n;
+            s.push('\n');
+        }
+        s += "#\n# Using devices\n";
+        for l in lines {
+            s += &String::from_utf8_lossy(&l);
+        }
+        self.emit(&s);
+    }
+
+    fn impl_header(&self, name: &str, id: u32, registration: &str) {
+        self.emit(&format!(
+            "#\n# impl {name} (-D {id}), registration: {registration}\n"
+        ));
+        self.emit(&table::header(self.style));
+    }
+
+    /// Reduce one measurement over ranks into a row (every rank calls this; rank 0 keeps it).
+    fn row(
+        &self,
+        boot: &dyn Bootstrap,
+        impl_name: &str,
+        count: u64,
+        inplace: bool,
+        cycle: u32,
+        m: &Measured,
+    ) -> Row {
+        let n = boot.size();
+        let mut mine = vec![
+            m.timing.mean_us,
+            m.timing.cpu_us,
+            m.wrong.map(|w| w as f64).unwrap_or(-1.0),
+        ];
+        mine.extend(&m.timing.samples_us);
+        let all = boot.allgather_f64(&mine);
+        let pick = |i: usize| all.iter().map(|v| v[i]).collect::<Vec<f64>>();
+        let time = stats::reduce(
+            &pick(if self.cfg.cputime { 1 } else { 0 }),
+            self.cfg.average,
+        );
+        let samples: Vec<Vec<f64>> = all.iter().map(|v| v[3..].to_vec()).collect();
+        let pct = stats::percentiles(&stats::slowest_per_iteration(&samples));
+        let wrong = m
+            .wrong
+            .map(|_| pick(2).iter().map(|&w| w.max(0.0) as u64).sum());
+        let elt = self.cfg.dtype.size();
+        let size_bytes = n as u64 * count * elt;
+        let (alg, bus) = sizes::alltoall_bw(size_bytes, time, n as u64);
+        Row {
+            impl_name: impl_name.into(),
+            size_bytes,
+            count,
+            dtype: self.cfg.dtype.name().into(),
+            placement: if inplace { "in-place" } else { "out-of-place" }.into(),
+            time_us: Some(time),
+            p50_us: pct.map(|p| p.0),
+            p99_us: pct.map(|p| p.1),
+            algbw_gbps: Some(alg),
+            busbw_gbps: Some(bus),
+            wrong,
+            status: "ok".into(),
+            reason: (inplace && self.cfg.check > 0).then(|| {
+                "not checked: NCCL does not define in-place alltoall (timed as nccl-tests does)"
+                    .into()
+            }),
+            cycle,
+        }
+    }
+
+    fn line(&self, out: &Row, inp: &Row) {
+        self.emit(&table::line(out, inp, self.style));
+    }
+
+    fn wrong_rows(&self) -> u64 {
+        self.rows
+            .iter()
+            .filter(|r| r.wrong.unwrap_or(0) > 0)
+            .count() as u64
+    }
+
+    fn finish(&mut self, error: Option<&Error>) -> Result<()> {
+        if !self.print {
+            return Ok(());
+        }
+        let summary = Summary::of(&self.rows);
+        self.emit(&table::footer(summary.rows_wrong, summary.avg_busbw_gbps));
+        self.run.rows = std::mem::take(&mut self.rows);
+        self.run.summary = Some(summary);
+        self.run.finished_at = Some(schema::now_rfc3339());
+        if let Some(e) = error {
+            if let serde_json::Value::Object(m) = &mut self.run.config {
+                m.insert("error".into(), e.to_string().into());
+            }
+        }
+        if let Some(p) = &self.cfg.json {
+            json::write(p, &self.run)
+                .map_err(|e| Error::internal(format!("writing {}: {e}", p.display())))?;
+            self.emit(&format!("# Wrote JSON to {}\n", p.display()));
+        }
+        if let Some(p) = &self.cfg.csv {
+            csv::write(p, &self.run.rows)
+                .map_err(|e| Error::internal(format!("writing {}: {e}", p.display())))?;
+            self.emit(&format!("# Wrote CSV to {}\n", p.display()));
+        }
+        Ok(())
+    }
+}
+
+fn config_json(c: &Config) -> serde_json::Value {
+    serde_json::json!({
+        "local_ranks": c.local_ranks,
+        "min_bytes": c.min_bytes,
+        "max_bytes": c.max_bytes,
+        "iters": c.iters,
+        "warmup_iters": c.warmup,
+        "agg_iters": c.agg,
+        "run_cycles": c.cycles,
+        "check": c.check,
+        "datatype": c.dtype.name(),
+        "blocking": c.blocking,
+        "cudagraph": c.graph_launches,
+        "average": c.average,
+        "timeout_s": c.timeout_s,
+        "local_register": c.register,
+        "impls": c.impls.iter().map(|i| i.name).collect::<Vec<_>>(),
+        "device_cta_count": c.ctas,
+        "report_cputime": c.cputime,
+        "per_iter_timing": c.per_iter,
+    })
+}

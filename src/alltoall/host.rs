@@ -1,0 +1,21 @@
+//! `host` (-D 0): NCCL's own alltoall, `ncclAlltoAll` (grouped send/recv where absent).
+use super::{Impl, Rank};
+use crate::error::Result;
+
+pub struct Host;
+
+impl Impl for Host {
+    fn launch(&self, r: &Rank, send: u64, recv: u64, count: u64) -> Result<()> {
+        let dt = crate::nccl::datatype(r.dtype);
+        unsafe {
+            r.comm.alltoall(
+                send as *const _,
+                recv as *mut _,
+                count as usize,
+                dt,
+                r.dtype.size() as usize,
+                r.gpu.raw_stream(),
+            )
+        }
+    }
+}

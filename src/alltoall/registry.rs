@@ -1,0 +1,65 @@
+//! The alltoall implementations: `-D` takes a number (nccl-tests compatible) or a name.
+use crate::error::{Error, Result};
+
+#[derive(Debug)]
+pub struct ImplInfo {
+    pub id: u32,
+    pub name: &'static str,
+    /// Runs on symmetric windows (needs -R 2).
+    pub needs_window: bool,
+    pub about: &'static str,
+}
+
+/// Every implementation, in `-D all` order. Adding one means: a Rust file in src/alltoall/,
+/// its kernels in src/kernels/, and a line here plus one in `alltoall::make`.
+pub const IMPLS: &[ImplInfo] = &[ImplInfo {
+    id: 0,
+    name: "host",
+    needs_window: false,
+    about: "ncclAlltoAll (NCCL host API)",
+}];
+
+/// Resolve a `-D` value: comma-separated numbers or names, or `all`.
+pub fn resolve(spec: &str) -> Result<Vec<&'static ImplInfo>> {
+    if spec.trim() == "all" {
+        return Ok(IMPLS.iter().collect());
+    }
+    let mut out: Vec<&'static ImplInfo> = vec![];
+    for tok in spec.split(',').map(str::trim) {
+        let found = IMPLS
+            .iter()
+            .find(|i| i.name == tok || i.id.to_string() == tok)
+            .ok_or_else(|| {
+                Error::usage(
+                    format!("unknown implementation '{tok}'"),
+                    format!("use -D all or one of {}", list()),
+                )
+            })?;
+        if !out.iter().any(|i| i.id == found.id) {
+            out.push(found);
+        }
+    }
+    Ok(out)
+}
+
+/// "0 host, 1 nvl-simple, ..." for messages and --list-impls.
+pub fn list() -> String {
+    IMPLS
+        .iter()
+        .map(|i| format!("{} {}", i.id, i.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn resolves_numbers_names_and_all() {
+        assert_eq!(resolve("0").unwrap()[0].name, "host");
+        assert_eq!(resolve("host").unwrap()[0].id, 0);
+        assert_eq!(resolve("all").unwrap().len(), IMPLS.len());
+        assert_eq!(resolve("0,host").unwrap().len(), 1);
+        assert!(resolve("nope").is_err());
+    }
+}

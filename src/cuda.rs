@@ -1,0 +1,140 @@
+//! CUDA through cudarc's driver API (dynamically loaded): one `Gpu` per rank, with its stream
+//! and the kernels that build.rs compiled into fatbins and embedded in the binary.
+use crate::error::{Error, Result};
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
+}
+
+/// Is a CUDA driver (libcuda.so) loadable here? Checked before any cudarc call, which would
+/// otherwise panic.
+pub fn driver_present() -> bool {
+    unsafe { sys::is_culib_present() }
+}
+
+fn require_driver() -> Result<()> {
+    if driver_present() {
+        Ok(())
+    } else {
+        Err(Error::env(
+            "no CUDA driver: libcuda.so.1 cannot be loaded (no NVIDIA GPU or driver on this machine)",
+            "run on a machine with NVIDIA GPUs and their driver",
+        ))
+    }
+}
+
+pub fn device_count() -> Result<usize> {
+    require_driver()?;
+    cudarc::driver::result::init()?;
+    Ok(CudaContext::device_count()? as usize)
+}
+
+/// CUDA version the driver supports, e.g. "13.0".
+pub fn driver_cuda_version() -> Result<String> {
+    require_driver()?;
+    let mut v = 0;
+    unsafe { sys::cuDriverGetVersion(&mut v) }.result()?;
+    Ok(format!("{}.{}", v / 1000, v % 1000 / 10))
+}
+
+/// The kernel driver's version ("580.159.04"), from /proc.
+pub fn kernel_driver_version() -> String {
+    std::fs::read_to_string("/proc/driver/nvidia/version")
+        .ok()
+        .and_then(|t| {
+            let line = t.lines().next()?.to_string();
+            line.split_whitespace()
+                .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))
+                .map(String::from)
+        })
+        .unwrap_or_default()
+}
+
+pub struct Gpu {
+    pub ordinal: usize,
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    modules: HashMap<&'static str, Arc<CudaModule>>,
+}
+
+impl Gpu {
+    /// Open GPU `ordinal`, bind its primary context to this thread, create a stream and load
+    /// every embedded kernel module.
+    pub fn open(ordinal: usize) -> Result<Gpu> {
+        let n = device_count()?;
+        if ordinal >= n {
+            return Err(Error::env(
+                format!("GPU {ordinal} requested but only {n} visible"),
+                "run fewer ranks per node (-t/-g or mpirun -np), or check CUDA_VISIBLE_DEVICES",
+            ));
+        }
+        let ctx = CudaContext::new(ordinal)?;
+        // Timing loops must not record/wait events behind our back (cudarc multi-stream mode).
+        unsafe { ctx.disable_event_tracking() };
+        ctx.bind_to_thread()?;
+        let stream = ctx.new_stream()?;
+        let mut modules = HashMap::new();
+        for (name, image) in embedded::FATBINS {
+            let m = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(image.to_vec())).map_err(|e| {
+                Error::new(
+                    crate::error::Exit::Cuda,
+                    format!("loading kernels '{name}' on GPU {ordinal}: {e} (built for sm_90/sm_100 + PTX)"),
+                )
+            })?;
+            modules.insert(*name, m);
+        }
+        Ok(Gpu {
+            ordinal,
+            ctx,
+            stream,
+            modules,
+        })
+    }
+
+    pub fn function(&self, module: &str, name: &str) -> Result<CudaFunction> {
+        let m = self
+            .modules
+            .get(module)
+            .ok_or_else(|| Error::internal(format!("no kernel module '{module}'")))?;
+        Ok(m.load_function(name)?)
+    }
+
+    pub fn name(&self) -> String {
+        self.ctx.name().unwrap_or_default()
+    }
+
+    pub fn pci_bus_id(&self) -> String {
+        let a = |x| self.ctx.attribute(x).unwrap_or(0);
+        format!(
+            "{:08x}:{:02x}:{:02x}.0",
+            a(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID),
+            a(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID),
+            a(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)
+        )
+    }
+
+    pub fn total_mem(&self) -> u64 {
+        self.ctx.total_mem().unwrap_or(0) as u64
+    }
+
+    pub fn free_mem(&self) -> u64 {
+        self.ctx
+            .mem_get_info()
+            .map(|(free, _)| free as u64)
+            .unwrap_or(0)
+    }
+
+    pub fn timing_event(&self) -> Result<CudaEvent> {
+        Ok(self
+            .ctx
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?)
+    }
+
+    /// Raw stream handle for NCCL (`cudaStream_t` and `CUstream` are the same object).
+    pub fn raw_stream(&self) -> *mut std::ffi::c_void {
+        self.stream.cu_stream() as *mut std::ffi::c_void
+    }
+}

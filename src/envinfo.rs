@@ -1,0 +1,137 @@
+//! What the machine is: network devices, relevant variables, GIN hints. Shared by `ginbench env`
+//! and the `env` object of every results file.
+use crate::report::schema::{NetDevice, Network};
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+
+/// RDMA devices (/sys/class/infiniband: IB, RoCE, EFA) and Ethernet interfaces.
+pub fn network() -> Network {
+    network_in(Path::new("/sys/class"))
+}
+
+pub fn network_in(sys_class: &Path) -> Network {
+    let mut devices = vec![];
+    for name in sorted_entries(&sys_class.join("infiniband")) {
+        let dev = sys_class.join("infiniband").join(&name);
+        let driver = fs::read_link(dev.join("device/driver"))
+            .ok()
+            .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+            .unwrap_or_default();
+        let link = fs::read_to_string(dev.join("ports/1/link_layer"))
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        let kind = if driver == "efa" || name.starts_with("efa") || name.starts_with("rdmap") {
+            "efa"
+        } else if link == "Ethernet" {
+            "roce"
+        } else {
+            "ib"
+        };
+        let rate = fs::read_to_string(dev.join("ports/1/rate"))
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        devices.push(NetDevice {
+            name,
+            kind: kind.into(),
+            detail: rate,
+        });
+    }
+    for name in sorted_entries(&sys_class.join("net")) {
+        if name == "lo" || name.starts_with("docker") || name.starts_with("veth") {
+            continue;
+        }
+        devices.push(NetDevice {
+            name,
+            kind: "ethernet".into(),
+            detail: String::new(),
+        });
+    }
+    let has = |k: &str| devices.iter().any(|d| d.kind == k);
+    let kind = ["efa", "ib", "roce"]
+        .into_iter()
+        .find(|k| has(k))
+        .unwrap_or(if has("ethernet") { "socket" } else { "none" });
+    Network {
+        kind: kind.into(),
+        devices,
+    }
+}
+
+fn sorted_entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Why GIN cannot work here, judged from the network alone ("" when an RDMA NIC is present).
+pub fn gin_network_hint(net: &Network) -> String {
+    match net.kind.as_str() {
+        "efa" | "ib" | "roce" => String::new(),
+        _ => "no RDMA NIC (no IB, RoCE or EFA device under /sys/class/infiniband): GIN needs one"
+            .into(),
+    }
+}
+
+/// The variables that change NCCL's and libfabric's behaviour, recorded with every run.
+pub fn vars() -> BTreeMap<String, String> {
+    std::env::vars()
+        .filter(|(k, _)| {
+            k.starts_with("NCCL_")
+                || k.starts_with("FI_")
+                || k.starts_with("GINBENCH_")
+                || k == "CUDA_VISIBLE_DEVICES"
+                || k == "OFI_NCCL_PROTOCOL"
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_network_devices() {
+        let d = std::env::temp_dir().join(format!("ginbench-sys-{}", std::process::id()));
+        let ib = d.join("infiniband/mlx5_0/ports/1");
+        fs::create_dir_all(&ib).unwrap();
+        fs::write(ib.join("link_layer"), "InfiniBand\n").unwrap();
+        fs::write(ib.join("rate"), "400 Gb/sec (4X NDR)\n").unwrap();
+        let roce = d.join("infiniband/mlx5_1/ports/1");
+        fs::create_dir_all(&roce).unwrap();
+        fs::write(roce.join("link_layer"), "Ethernet\n").unwrap();
+        fs::create_dir_all(d.join("net/eth0")).unwrap();
+        fs::create_dir_all(d.join("net/lo")).unwrap();
+        let n = network_in(&d);
+        assert_eq!(n.kind, "ib");
+        let kinds: Vec<_> = n
+            .devices
+            .iter()
+            .map(|x| (x.name.as_str(), x.kind.as_str()))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![("mlx5_0", "ib"), ("mlx5_1", "roce"), ("eth0", "ethernet")]
+        );
+        assert_eq!(gin_network_hint(&n), "");
+
+        fs::create_dir_all(d.join("infiniband/rdmap16s27/ports/1")).unwrap();
+        assert_eq!(network_in(&d).kind, "efa");
+
+        let empty = d.join("nothing");
+        assert_eq!(network_in(&empty).kind, "none");
+        let _ = fs::remove_dir_all(&d);
+        let sock = Network {
+            kind: "socket".into(),
+            devices: vec![],
+        };
+        assert!(gin_network_hint(&sock).contains("no RDMA NIC"));
+    }
+}

@@ -1,0 +1,89 @@
+//! One error type for the whole suite; every error maps to a documented process exit code.
+use std::fmt;
+
+/// Process exit codes (README "Exit codes"). The first seven follow nccl-tests' `testResult_t`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum Exit {
+    Ok = 0,
+    Internal = 1,
+    Cuda = 2,
+    Nccl = 3,
+    Timeout = 4,
+    NotImplemented = 5,
+    Usage = 6,
+    WrongData = 7,
+    /// The machine cannot run the benchmark: no GPU or driver, no (matching) NCCL.
+    Environment = 8,
+}
+
+#[derive(Debug, Clone)]
+pub struct Error {
+    pub exit: Exit,
+    pub msg: String,
+    /// How to fix it, when we know.
+    pub fix: Option<String>,
+}
+
+impl Error {
+    pub fn new(exit: Exit, msg: impl Into<String>) -> Self {
+        Error {
+            exit,
+            msg: msg.into(),
+            fix: None,
+        }
+    }
+    pub fn usage(msg: impl Into<String>, fix: impl Into<String>) -> Self {
+        Error {
+            exit: Exit::Usage,
+            msg: msg.into(),
+            fix: Some(fix.into()),
+        }
+    }
+    pub fn env(msg: impl Into<String>, fix: impl Into<String>) -> Self {
+        Error {
+            exit: Exit::Environment,
+            msg: msg.into(),
+            fix: Some(fix.into()),
+        }
+    }
+    pub fn internal(msg: impl Into<String>) -> Self {
+        Error::new(Exit::Internal, msg)
+    }
+    pub fn with_fix(mut self, fix: impl Into<String>) -> Self {
+        self.fix = Some(fix.into());
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.msg)?;
+        if let Some(fix) = &self.fix {
+            write!(f, " (fix: {fix})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<cudarc::driver::DriverError> for Error {
+    fn from(e: cudarc::driver::DriverError) -> Self {
+        Error::new(Exit::Cuda, format!("CUDA driver error: {e}"))
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::new(Exit::Internal, format!("I/O error: {e}"))
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Print `prog: error: ...` on one line and exit with the error's code.
+pub fn die(prog: &str, e: &Error) -> ! {
+    eprintln!("{prog}: error: {e}");
+    std::process::exit(e.exit as i32)
+}

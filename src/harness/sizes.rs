@@ -1,0 +1,162 @@
+//! Message sizes: parsing (`8`, `64K`, `2G`), the sweep (`-b -e -f -i`) and alltoall counts.
+use crate::error::{Error, Result};
+
+/// Parse a byte count with an optional binary suffix K, M, G or T (case-insensitive), as
+/// nccl-tests does: `-b 8 -e 2G`.
+pub fn parse_size(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, suffix) = t.split_at(split);
+    if num.is_empty() {
+        return Err(Error::usage(
+            format!("invalid size '{s}'"),
+            "give a whole number of bytes with an optional K, M or G suffix, e.g. 8, 64K, 2G",
+        ));
+    }
+    let shift = match suffix.to_ascii_uppercase().as_str() {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => {
+            return Err(Error::usage(
+                format!("unknown size suffix '{suffix}' in '{s}'"),
+                "use K, M, G or T (binary multiples: 1K = 1024 bytes)",
+            ))
+        }
+    };
+    let n: u64 = num.parse().map_err(|_| {
+        Error::usage(
+            format!("size '{s}' is too large"),
+            "use a size below 2^64 bytes",
+        )
+    })?;
+    n.checked_mul(1u64 << shift).ok_or_else(|| {
+        Error::usage(
+            format!("size '{s}' is too large"),
+            "use a size below 2^64 bytes",
+        )
+    })
+}
+
+/// The sweep of requested sizes, min to max: multiplied by `factor` when it is above 1,
+/// else stepped by `step` bytes (nccl-tests' `-f` and `-i`).
+pub fn sweep(min: u64, max: u64, factor: u64, step: u64) -> Result<Vec<u64>> {
+    if min > max {
+        return Err(Error::usage(
+            format!("minimum size {min} is larger than maximum size {max}"),
+            "give -b no larger than -e",
+        ));
+    }
+    if factor == 0 {
+        return Err(Error::usage(
+            "step factor -f is 0",
+            "use -f 2 (doubling) or -f 1 with an -i step",
+        ));
+    }
+    if factor > 1 && min == 0 {
+        return Err(Error::usage(
+            "-b 0 with a step factor never grows",
+            "start at -b 1 or more",
+        ));
+    }
+    if factor == 1 && step == 0 && min < max {
+        return Err(Error::usage(
+            "step -i is 0 and factor -f is 1: the sweep never advances",
+            "use -f 2 or -i 1M",
+        ));
+    }
+    let mut out = vec![];
+    let mut s = min;
+    loop {
+        out.push(s);
+        let next = if factor > 1 {
+            s.checked_mul(factor)
+        } else {
+            s.checked_add(step)
+        };
+        match next {
+            Some(n) if n <= max && n > s => s = n,
+            _ => break,
+        }
+    }
+    Ok(out)
+}
+
+/// Per-peer element count for an alltoall of `size` bytes per rank, as nccl-tests computes it:
+/// each peer's block is rounded down to a multiple of 16 bytes.
+pub fn alltoall_count(size: u64, elt: u64, nranks: u64) -> u64 {
+    let per_peer = size / elt / nranks;
+    per_peer & !(16 / elt - 1)
+}
+
+/// nccl-tests bandwidths for alltoall: algbw = bytes per rank / time; busbw = algbw·(n−1)/n.
+/// `bytes` is what one rank sends in total, `time_us` in microseconds; results in GB/s (1e9).
+pub fn alltoall_bw(bytes: u64, time_us: f64, nranks: u64) -> (f64, f64) {
+    if time_us <= 0.0 {
+        return (0.0, 0.0);
+    }
+    let algbw = bytes as f64 / 1e3 / time_us;
+    (algbw, algbw * (nranks as f64 - 1.0) / nranks as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_suffixes() {
+        assert_eq!(parse_size("8").unwrap(), 8);
+        assert_eq!(parse_size("64K").unwrap(), 65536);
+        assert_eq!(parse_size("2g").unwrap(), 2 << 30);
+        assert_eq!(parse_size("1M").unwrap(), 1 << 20);
+    }
+
+    #[test]
+    fn rejects_bad_sizes() {
+        let e = parse_size("8Q").unwrap_err();
+        assert!(e.msg.contains("unknown size suffix 'Q'"), "{e}");
+        assert!(parse_size("K").is_err());
+        assert!(parse_size("-4").is_err());
+        assert!(parse_size("99999999999T").is_err());
+    }
+
+    #[test]
+    fn sweeps() {
+        assert_eq!(sweep(8, 128, 4, 0).unwrap(), vec![8, 32, 128]);
+        assert_eq!(sweep(8, 100, 4, 0).unwrap(), vec![8, 32]);
+        assert_eq!(sweep(10, 30, 1, 10).unwrap(), vec![10, 20, 30]);
+        assert_eq!(sweep(5, 5, 0, 0).unwrap_err().msg, "step factor -f is 0");
+        assert!(sweep(9, 8, 2, 0)
+            .unwrap_err()
+            .msg
+            .contains("larger than maximum"));
+        assert!(sweep(1, 8, 1, 0).is_err());
+        assert_eq!(sweep(8, 8, 1, 0).unwrap(), vec![8]);
+        // nccl-tests' standard sweep -b 8 -e 2G -f 4: 8, 32, ..., 2^31 (13 sizes, all powers of 4 times 8)
+        let s = sweep(8, 2 << 30, 4, 0).unwrap();
+        assert_eq!(s.len(), 14);
+        assert_eq!(*s.last().unwrap(), 2 << 30);
+    }
+
+    #[test]
+    fn alltoall_counts_match_nccl_tests() {
+        // float, 4 ranks: 8 bytes -> 0 elements; 1 MiB -> 65536 per peer
+        assert_eq!(alltoall_count(8, 4, 4), 0);
+        assert_eq!(alltoall_count(1 << 20, 4, 4), 65536);
+        // per-peer blocks are multiples of 16 bytes
+        assert_eq!(alltoall_count(1000, 4, 3), 80); // 83 -> 80
+        assert_eq!(alltoall_count(1000, 1, 3), 320); // 333 -> 320
+        assert_eq!(alltoall_count(1000, 8, 3), 40); // 41 -> 40
+    }
+
+    #[test]
+    fn bandwidth_formula() {
+        // 2 GiB per rank in 4495.6 us on 4 ranks: algbw 477.7, busbw 358.3 (DESIGN's example)
+        let (alg, bus) = alltoall_bw(2147483648, 4495.6, 4);
+        assert!((alg - 477.7).abs() < 0.05, "{alg}");
+        assert!((bus - 358.3).abs() < 0.05, "{bus}");
+        assert_eq!(alltoall_bw(100, 0.0, 4), (0.0, 0.0));
+    }
+}

@@ -1,0 +1,66 @@
+//! Reductions of per-rank timings, and percentiles of per-iteration samples (HdrHistogram).
+use hdrhistogram::Histogram;
+
+/// nccl-tests `-a`: 0 rank 0, 1 average, 2 minimum, 3 maximum over ranks.
+pub fn reduce(values: &[f64], mode: u32) -> f64 {
+    match mode {
+        0 => values[0],
+        2 => values.iter().cloned().fold(f64::INFINITY, f64::min),
+        3 => values.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+        _ => values.iter().sum::<f64>() / values.len() as f64,
+    }
+}
+
+/// Per-iteration time of the operation: the slowest rank's, since an alltoall ends when its last
+/// rank does. `per_rank[r][i]` is rank r's sample i.
+pub fn slowest_per_iteration(per_rank: &[Vec<f64>]) -> Vec<f64> {
+    let n = per_rank.iter().map(Vec::len).min().unwrap_or(0);
+    (0..n)
+        .map(|i| {
+            per_rank
+                .iter()
+                .map(|s| s[i])
+                .fold(f64::NEG_INFINITY, f64::max)
+        })
+        .collect()
+}
+
+/// p50 and p99 (µs) of samples in µs, recorded at nanosecond resolution, 3 significant digits.
+pub fn percentiles(samples_us: &[f64]) -> Option<(f64, f64)> {
+    if samples_us.is_empty() {
+        return None;
+    }
+    let mut h = Histogram::<u64>::new(3).expect("3 significant digits is valid");
+    for &s in samples_us {
+        h.saturating_record((s * 1000.0).round().max(1.0) as u64);
+    }
+    Some((
+        h.value_at_quantile(0.50) as f64 / 1000.0,
+        h.value_at_quantile(0.99) as f64 / 1000.0,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn reductions() {
+        let v = [1.0, 2.0, 6.0];
+        assert_eq!(reduce(&v, 0), 1.0);
+        assert_eq!(reduce(&v, 1), 3.0);
+        assert_eq!(reduce(&v, 2), 1.0);
+        assert_eq!(reduce(&v, 3), 6.0);
+        assert_eq!(
+            slowest_per_iteration(&[vec![1.0, 5.0], vec![2.0, 3.0]]),
+            vec![2.0, 5.0]
+        );
+    }
+    #[test]
+    fn percentiles_of_known_samples() {
+        let s: Vec<f64> = (1..=100).map(|i| i as f64).collect();
+        let (p50, p99) = percentiles(&s).unwrap();
+        assert!((p50 - 50.0).abs() < 0.1, "{p50}");
+        assert!((p99 - 99.0).abs() < 0.1, "{p99}");
+        assert!(percentiles(&[]).is_none());
+    }
+}

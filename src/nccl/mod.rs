@@ -1,0 +1,349 @@
+//! NCCL: raw bindings (`ffi`), the library loader with its version check, and safe wrappers for
+//! communicators, memory and registration. Differences between NCCL API generations live in
+//! `compat` only.
+pub mod compat;
+pub mod ffi;
+mod loader;
+
+pub use loader::{header_version, load, version_string, Nccl};
+
+use crate::error::{Error, Exit, Result};
+use std::ffi::{c_void, CStr};
+use std::sync::Mutex;
+
+/// The loaded library; `load` must have succeeded first.
+pub fn lib() -> &'static ffi::NcclLib {
+    &loader::get().lib
+}
+
+fn err_string(r: ffi::ncclResult_t) -> String {
+    unsafe {
+        match lib().ncclGetErrorString.as_ref() {
+            Ok(f) => CStr::from_ptr(f(r)).to_string_lossy().into_owned(),
+            Err(_) => format!("ncclResult {}", r.0),
+        }
+    }
+}
+
+/// NCCL's last error message for `comm` (may be empty).
+pub fn last_error(comm: ffi::ncclComm_t) -> String {
+    unsafe {
+        match lib().ncclGetLastError.as_ref() {
+            Ok(f) => {
+                let p = f(comm);
+                if p.is_null() {
+                    String::new()
+                } else {
+                    CStr::from_ptr(p).to_string_lossy().trim().to_string()
+                }
+            }
+            Err(_) => String::new(),
+        }
+    }
+}
+
+/// Turn an ncclResult_t into a Result, with NCCL's own words.
+pub fn check(r: ffi::ncclResult_t, what: &str, comm: ffi::ncclComm_t) -> Result<()> {
+    if r == ffi::ncclResult_t::ncclSuccess {
+        return Ok(());
+    }
+    let last = last_error(comm);
+    let mut msg = format!("{what} failed: {}", err_string(r));
+    if !last.is_empty() {
+        msg += &format!(" ({last})");
+    }
+    Err(Error::new(Exit::Nccl, msg))
+}
+
+pub struct UniqueId(pub ffi::ncclUniqueId);
+
+impl UniqueId {
+    pub fn new() -> Result<UniqueId> {
+        let mut id = ffi::ncclUniqueId { internal: [0; 128] };
+        check(
+            unsafe { lib().ncclGetUniqueId(&mut id) },
+            "ncclGetUniqueId",
+            std::ptr::null_mut(),
+        )?;
+        Ok(UniqueId(id))
+    }
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.0.internal.iter().map(|&c| c as u8).collect()
+    }
+    pub fn from_bytes(b: &[u8]) -> Result<UniqueId> {
+        if b.len() != 128 {
+            return Err(Error::internal(format!(
+                "ncclUniqueId of {} bytes, expected 128",
+                b.len()
+            )));
+        }
+        let mut id = ffi::ncclUniqueId { internal: [0; 128] };
+        for (d, s) in id.internal.iter_mut().zip(b) {
+            *d = *s as std::ffi::c_char;
+        }
+        Ok(UniqueId(id))
+    }
+}
+
+/// Communicators alive in this process, for the timeout watchdog.
+static LIVE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// Abort every live communicator (the watchdog calls this; blocked NCCL calls then return).
+pub fn abort_all() {
+    let comms: Vec<usize> = LIVE.lock().map(|v| v.clone()).unwrap_or_default();
+    for c in comms {
+        unsafe {
+            let _ = lib().ncclCommAbort(c as ffi::ncclComm_t);
+        }
+    }
+}
+
+pub struct Comm {
+    raw: ffi::ncclComm_t,
+    pub rank: usize,
+    pub nranks: usize,
+}
+
+// A communicator is used by one thread at a time; NCCL allows that from any thread.
+unsafe impl Send for Comm {}
+
+impl Comm {
+    /// ncclCommInitRank: collective over all `nranks` ranks.
+    pub fn init(nranks: usize, id: &UniqueId, rank: usize) -> Result<Comm> {
+        let mut raw: ffi::ncclComm_t = std::ptr::null_mut();
+        let r = unsafe { lib().ncclCommInitRank(&mut raw, nranks as i32, id.0, rank as i32) };
+        check(r, "ncclCommInitRank", raw)?;
+        LIVE.lock().unwrap().push(raw as usize);
+        Ok(Comm { raw, rank, nranks })
+    }
+
+    pub fn raw(&self) -> ffi::ncclComm_t {
+        self.raw
+    }
+
+    pub fn check(&self, r: ffi::ncclResult_t, what: &str) -> Result<()> {
+        check(r, what, self.raw)
+    }
+
+    /// Errors NCCL raised asynchronously (e.g. a peer failed).
+    pub fn async_error(&self) -> Result<()> {
+        let mut st = ffi::ncclResult_t::ncclSuccess;
+        self.check(
+            unsafe { lib().ncclCommGetAsyncError(self.raw, &mut st) },
+            "ncclCommGetAsyncError",
+        )?;
+        self.check(st, "asynchronous NCCL operation")
+    }
+
+    /// Whether this library has ncclAlltoAll (2.28+); otherwise grouped send/recv stands in.
+    pub fn has_alltoall() -> bool {
+        lib().ncclAlltoAll.is_ok()
+    }
+
+    /// `count` elements to and from every peer: ncclAlltoAll, or a group of send/recv.
+    ///
+    /// # Safety
+    /// `send`/`recv` must be device buffers of `nranks * count` elements of `dt` on this
+    /// communicator's GPU, and `stream` a live stream of that GPU.
+    pub unsafe fn alltoall(
+        &self,
+        send: *const c_void,
+        recv: *mut c_void,
+        count: usize,
+        dt: ffi::ncclDataType_t,
+        elt: usize,
+        stream: *mut c_void,
+    ) -> Result<()> {
+        let l = lib();
+        if let Ok(f) = l.ncclAlltoAll.as_ref() {
+            return self.check(
+                f(send, recv, count, dt, self.raw, stream.cast()),
+                "ncclAlltoAll",
+            );
+        }
+        group_start()?;
+        for p in 0..self.nranks {
+            let off = p * count * elt;
+            self.check(
+                l.ncclSend(
+                    send.byte_add(off),
+                    count,
+                    dt,
+                    p as i32,
+                    self.raw,
+                    stream.cast(),
+                ),
+                "ncclSend",
+            )?;
+            self.check(
+                l.ncclRecv(
+                    recv.byte_add(off),
+                    count,
+                    dt,
+                    p as i32,
+                    self.raw,
+                    stream.cast(),
+                ),
+                "ncclRecv",
+            )?;
+        }
+        group_end()
+    }
+}
+
+impl Drop for Comm {
+    fn drop(&mut self) {
+        LIVE.lock().unwrap().retain(|&c| c != self.raw as usize);
+        unsafe {
+            let _ = lib().ncclCommDestroy(self.raw);
+        }
+    }
+}
+
+pub fn group_start() -> Result<()> {
+    check(
+        unsafe { lib().ncclGroupStart() },
+        "ncclGroupStart",
+        std::ptr::null_mut(),
+    )
+}
+
+pub fn group_end() -> Result<()> {
+    check(
+        unsafe { lib().ncclGroupEnd() },
+        "ncclGroupEnd",
+        std::ptr::null_mut(),
+    )
+}
+
+/// Device memory from ncclMemAlloc (cuMem-backed, as registration and windows require).
+pub struct DevMem {
+    pub ptr: u64,
+    pub bytes: usize,
+}
+
+impl DevMem {
+    pub fn alloc(bytes: usize) -> Result<DevMem> {
+        let mut p: *mut c_void = std::ptr::null_mut();
+        check(
+            unsafe { lib().ncclMemAlloc(&mut p, bytes.max(1)) },
+            "ncclMemAlloc",
+            std::ptr::null_mut(),
+        )
+        .map_err(|e| Error::new(e.exit, format!("{} ({bytes} bytes)", e.msg)))?;
+        Ok(DevMem {
+            ptr: p as u64,
+            bytes,
+        })
+    }
+    pub fn as_ptr(&self) -> *mut c_void {
+        self.ptr as *mut c_void
+    }
+}
+
+impl Drop for DevMem {
+    fn drop(&mut self) {
+        unsafe {
+            let _ = lib().ncclMemFree(self.ptr as *mut c_void);
+        }
+    }
+}
+
+/// How the send and receive buffers are registered (`-R`).
+pub enum Registration {
+    None,
+    /// ncclCommRegister handles.
+    Buffers(Vec<*mut c_void>),
+    /// Symmetric windows (send, recv).
+    Windows(ffi::ncclWindow_t, ffi::ncclWindow_t),
+}
+
+impl Registration {
+    /// Register `bufs` as `-R mode` asks. A NULL window (symmetric memory unsupported here) is an
+    /// error naming the cause, never silently ignored.
+    pub fn register(comm: &Comm, mode: u32, send: &DevMem, recv: &DevMem) -> Result<Registration> {
+        match mode {
+            0 => Ok(Registration::None),
+            1 => {
+                let mut hs = vec![];
+                for b in [send, recv] {
+                    let mut h: *mut c_void = std::ptr::null_mut();
+                    comm.check(
+                        unsafe { lib().ncclCommRegister(comm.raw, b.as_ptr(), b.bytes, &mut h) },
+                        "ncclCommRegister",
+                    )?;
+                    hs.push(h);
+                }
+                Ok(Registration::Buffers(hs))
+            }
+            _ => {
+                let mut w = [std::ptr::null_mut(); 2];
+                for (b, w) in [send, recv].into_iter().zip(w.iter_mut()) {
+                    let r = unsafe {
+                        lib().ncclCommWindowRegister(
+                            comm.raw,
+                            b.as_ptr(),
+                            b.bytes,
+                            w,
+                            ffi::NCCL_WIN_COLL_SYMMETRIC as i32,
+                        )
+                    };
+                    comm.check(r, "ncclCommWindowRegister")?;
+                }
+                if w[0].is_null() || w[1].is_null() {
+                    return Err(Error::new(
+                        Exit::Nccl,
+                        "ncclCommWindowRegister returned a NULL window: this communicator has no symmetric memory support \
+                         (needs CUDA P2P between all local GPUs, cuMem, NCCL_WIN_ENABLE=1, one NVLink domain or GIN)",
+                    )
+                    .with_fix("run with -R 0 or -R 1, or check NCCL_WIN_ENABLE / NCCL_CUMEM_ENABLE and nvidia-smi topo -p2p p"));
+                }
+                Ok(Registration::Windows(w[0], w[1]))
+            }
+        }
+    }
+
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Registration::None => "none",
+            Registration::Buffers(_) => "ncclCommRegister",
+            Registration::Windows(..) => "symmetric window",
+        }
+    }
+
+    /// Deregister; must run before the buffers are freed and the communicator destroyed.
+    pub fn release(&mut self, comm: &Comm) {
+        match std::mem::replace(self, Registration::None) {
+            Registration::None => {}
+            Registration::Buffers(hs) => {
+                for h in hs {
+                    unsafe {
+                        let _ = lib().ncclCommDeregister(comm.raw, h);
+                    }
+                }
+            }
+            Registration::Windows(a, b) => unsafe {
+                let _ = lib().ncclCommWindowDeregister(comm.raw, a);
+                let _ = lib().ncclCommWindowDeregister(comm.raw, b);
+            },
+        }
+    }
+}
+
+/// NCCL datatype enum for our dtype.
+pub fn datatype(d: crate::dtype::Dtype) -> ffi::ncclDataType_t {
+    use crate::dtype::Dtype::*;
+    use ffi::ncclDataType_t as T;
+    match d {
+        Int8 => T::ncclInt8,
+        Uint8 => T::ncclUint8,
+        Int32 => T::ncclInt32,
+        Uint32 => T::ncclUint32,
+        Int64 => T::ncclInt64,
+        Uint64 => T::ncclUint64,
+        Half => T::ncclFloat16,
+        Float => T::ncclFloat32,
+        Double => T::ncclFloat64,
+        Bfloat16 => T::ncclBfloat16,
+    }
+}

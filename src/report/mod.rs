@@ -1,0 +1,35 @@
+//! Output formats. Nothing here touches CUDA or NCCL: everything renders from `schema` types.
+pub mod csv;
+pub mod json;
+pub mod schema;
+pub mod table;
+
+use std::io::Write;
+use std::path::Path;
+
+/// Write a file atomically: a temporary file in the same folder, flushed, then renamed over the
+/// target, so a reader (or a crash) never sees half a results file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("no file name"))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let res = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
+}

@@ -1,0 +1,182 @@
+//! The results document, schema `ginbench/1` (DESIGN §6). Required fields are plain struct
+//! fields; extra fields are welcome and ignored by readers that do not know them.
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub const SCHEMA: &str = "ginbench/1";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Run {
+    pub schema: String,
+    pub benchmark: String,
+    pub tool: Tool,
+    pub command: String,
+    pub started_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    pub env: Env,
+    /// The run's settings (flags after defaults), for humans and for `compare`.
+    #[serde(default)]
+    pub config: serde_json::Value,
+    pub rows: Vec<Row>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Summary>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Tool {
+    pub version: String,
+    pub git: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Env {
+    pub ranks: usize,
+    pub hosts: Vec<String>,
+    pub gpus: Vec<Gpu>,
+    pub driver: String,
+    pub cuda: String,
+    pub nccl: NcclInfo,
+    pub gin: Gin,
+    pub network: Network,
+    pub vars: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Gpu {
+    pub rank: usize,
+    pub name: String,
+    pub host: String,
+    #[serde(default)]
+    pub device: usize,
+    #[serde(default)]
+    pub pci_bus_id: String,
+    #[serde(default)]
+    pub memory_bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct NcclInfo {
+    /// NCCL_VERSION_CODE of the headers the kernels were compiled against.
+    pub header: u32,
+    /// ncclGetVersion() of the library loaded.
+    pub library: u32,
+    /// The library file loaded.
+    pub path: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Gin {
+    /// none | proxy | gdaki | gpi | efa-gda | emulated
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Network {
+    /// none | ib | roce | efa | socket
+    pub kind: String,
+    pub devices: Vec<NetDevice>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct NetDevice {
+    pub name: String,
+    /// ib | roce | efa | ethernet
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Row {
+    #[serde(rename = "impl")]
+    pub impl_name: String,
+    pub size_bytes: u64,
+    pub count: u64,
+    pub dtype: String,
+    /// out-of-place | in-place
+    pub placement: String,
+    /// Mean time per operation (µs), reduced over ranks per `-a`; host enqueue time with `-C 1`.
+    pub time_us: Option<f64>,
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    pub algbw_gbps: Option<f64>,
+    pub busbw_gbps: Option<f64>,
+    /// Wrong elements summed over ranks; null when not checked.
+    pub wrong: Option<u64>,
+    /// ok | skipped | failed
+    pub status: String,
+    pub reason: Option<String>,
+    /// Sweep repetition (`-N`), from 0.
+    #[serde(default)]
+    pub cycle: u32,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    /// Mean busbw over every measured row (nccl-tests' "Avg bus bandwidth").
+    pub avg_busbw_gbps: f64,
+    /// Rows with at least one wrong element.
+    pub rows_wrong: u64,
+    pub rows_failed: u64,
+    pub rows_skipped: u64,
+}
+
+impl Summary {
+    pub fn of(rows: &[Row]) -> Summary {
+        let measured: Vec<f64> = rows.iter().filter_map(|r| r.busbw_gbps).collect();
+        Summary {
+            avg_busbw_gbps: if measured.is_empty() {
+                0.0
+            } else {
+                measured.iter().sum::<f64>() / measured.len() as f64
+            },
+            rows_wrong: rows.iter().filter(|r| r.wrong.unwrap_or(0) > 0).count() as u64,
+            rows_failed: rows.iter().filter(|r| r.status == "failed").count() as u64,
+            rows_skipped: rows.iter().filter(|r| r.status == "skipped").count() as u64,
+        }
+    }
+}
+
+/// Now as RFC 3339 UTC (`2026-11-21T10:54:03Z`), without a date crate.
+pub fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    rfc3339(secs)
+}
+
+pub fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn rfc3339_dates() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(951782400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(1795258443), "2026-11-21T10:54:03Z");
+    }
+}

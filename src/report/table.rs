@@ -1,0 +1,174 @@
+//! The nccl-tests table: same columns, widths and number formats, so existing parsers keep
+//! working. Extra columns (per-iteration p50 / p99) appear only with `-I 1`.
+use super::schema::Row;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Style {
+    /// `-C 1`: the time column holds host enqueue time.
+    pub cputime: bool,
+    /// `-I 1`: p50 / p99 columns after each #wrong.
+    pub per_iter: bool,
+}
+
+/// nccl-tests' getFloatStr: `%.2f`, else `%.1f`, `%.0f`, then exponent forms, to fit `width`.
+pub fn fit(v: f64, width: usize) -> String {
+    for s in [
+        format!("{v:.2}"),
+        format!("{v:.1}"),
+        format!("{v:.0}"),
+        c_exp(v, 1),
+        c_exp(v, 0),
+    ] {
+        if s.len() <= width {
+            return s;
+        }
+    }
+    c_exp(v, 0)
+}
+
+/// C's `%.Ne`: mantissa, `e`, sign, at least two exponent digits.
+fn c_exp(v: f64, prec: usize) -> String {
+    let s = format!("{v:.prec$e}");
+    let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
+    let e: i32 = exp.parse().unwrap_or(0);
+    format!("{mant}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
+}
+
+/// C's `%g` (6 significant digits, trailing zeros removed).
+pub fn c_g(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    let exp = v.abs().log10().floor() as i32;
+    if !(-4..6).contains(&exp) {
+        let s = format!("{v:.5e}");
+        let (mant, e) = s.split_once('e').unwrap();
+        let mant = trim_zeros(mant);
+        let e: i32 = e.parse().unwrap();
+        return format!("{mant}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs());
+    }
+    let decimals = (5 - exp).max(0) as usize;
+    trim_zeros(&format!("{v:.decimals$}"))
+}
+
+fn trim_zeros(s: &str) -> String {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+pub fn header(style: Style) -> String {
+    let t = if style.cputime { "cputime" } else { "time" };
+    let mut out = String::from("#\n");
+    if style.per_iter {
+        out += &format!(
+            "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:^49}  {:^49}\n",
+            "", "", "", "", "", "out-of-place (+ per-iteration)", "in-place (+ per-iteration)"
+        );
+    } else {
+        out += &format!(
+            "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place          \n",
+            "", "", "", "", ""
+        );
+    }
+    let mut cols = format!(
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}",
+        "size", "count", "type", "redop", "root"
+    );
+    let mut units = format!(
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}",
+        "(B)", "(elements)", "", "", ""
+    );
+    for _ in 0..2 {
+        cols += &format!("  {t:>7}  {:>6}  {:>6}  {:>6}", "algbw", "busbw", "#wrong");
+        units += &format!(
+            "  {:>7}  {:>6}  {:>6}  {:>6}",
+            "(us)", "(GB/s)", "(GB/s)", ""
+        );
+        if style.per_iter {
+            cols += &format!("  {:>7}  {:>7}", "p50", "p99");
+            units += &format!("  {:>7}  {:>7}", "(us)", "(us)");
+        }
+    }
+    out += &cols;
+    out += " \n";
+    out += &units;
+    out += " \n";
+    out
+}
+
+fn placement(r: &Row, style: Style) -> String {
+    if r.status != "ok" {
+        // A row that did not run: status in the #wrong column, reason on the line after.
+        let mut s = format!("  {:>7}  {:>6}  {:>6}  {:>6}", "-", "-", "-", r.status);
+        if style.per_iter {
+            s += &format!("  {:>7}  {:>7}", "-", "-");
+        }
+        return s;
+    }
+    let mut s = format!(
+        "  {:>7}  {:>6}  {:>6}",
+        fit(r.time_us.unwrap_or(0.0), 7),
+        fit(r.algbw_gbps.unwrap_or(0.0), 6),
+        fit(r.busbw_gbps.unwrap_or(0.0), 6)
+    );
+    match r.wrong {
+        Some(w) => s += &format!("  {:>6}", c_g(w as f64)),
+        None => s += "    N/A",
+    }
+    if style.per_iter {
+        let p = |v: Option<f64>| v.map(|v| fit(v, 7)).unwrap_or_else(|| "N/A".into());
+        s += &format!("  {:>7}  {:>7}", p(r.p50_us), p(r.p99_us));
+    }
+    s
+}
+
+/// One size: the out-of-place and in-place measurements on one line (nccl-tests layout).
+pub fn line(out: &Row, inp: &Row, style: Style) -> String {
+    let mut s = format!(
+        "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}",
+        out.size_bytes, out.count, out.dtype, "none", -1
+    );
+    s += &placement(out, style);
+    s += &placement(inp, style);
+    s.push('\n');
+    for r in [out, inp] {
+        if r.status != "ok" {
+            if let Some(reason) = &r.reason {
+                s += &format!("# {} {}: {}\n", r.placement, r.status, reason);
+            }
+        }
+    }
+    s
+}
+
+/// nccl-tests' closing lines: wrong rows and the mean bus bandwidth.
+pub fn footer(wrong_rows: u64, avg_busbw: f64) -> String {
+    format!(
+        "# Out of bounds values : {} {}\n# Avg bus bandwidth    : {} \n#\n",
+        wrong_rows,
+        if wrong_rows > 0 { "FAILED" } else { "OK" },
+        c_g(avg_busbw)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn number_formats_follow_nccl_tests() {
+        assert_eq!(fit(40.1234, 7), "40.12");
+        assert_eq!(fit(12345.678, 7), "12345.7");
+        assert_eq!(fit(1234567.0, 7), "1234567");
+        assert_eq!(fit(123456789.0, 7), "1.2e+08");
+        assert_eq!(fit(477.73, 6), "477.73");
+        assert_eq!(fit(1477.73, 6), "1477.7");
+        assert_eq!(c_g(0.0), "0");
+        assert_eq!(c_g(42.123449), "42.1234");
+        assert_eq!(c_g(1048576.0), "1.04858e+06");
+        assert_eq!(c_g(3.0), "3");
+    }
+}

@@ -1,0 +1,235 @@
+//! `ginbench env`: what this node offers: NCCL (header and library), the CUDA driver, GPUs and
+//! their peer-to-peer topology, network devices, GIN availability (asked of NCCL), variables.
+use crate::bootstrap::{self, Bootstrap};
+use crate::cuda::{self, Gpu};
+use crate::error::Result;
+use crate::nccl::{self, compat, Comm, UniqueId};
+use crate::report::schema::{Env, Gin, Gpu as GpuInfo, NcclInfo};
+use cudarc::driver::sys;
+
+pub struct NodeReport {
+    pub env: Env,
+    /// Problems met while looking (no driver, NCCL mismatch, ...), each one line.
+    pub problems: Vec<String>,
+    /// p2p[i][j]: GPU i can load/store GPU j's memory.
+    pub p2p: Vec<Vec<bool>>,
+    /// `nvidia-smi topo -m`, when nvidia-smi is there.
+    pub topo: Option<String>,
+    pub header_path: String,
+}
+
+pub fn collect() -> NodeReport {
+    let mut problems = vec![];
+    let network = crate::envinfo::network();
+    let mut env = Env {
+        ranks: 0,
+        hosts: vec![bootstrap::hostname()],
+        network: network.clone(),
+        vars: crate::envinfo::vars(),
+        nccl: NcclInfo {
+            header: nccl::header_version(),
+            library: 0,
+            path: String::new(),
+        },
+        ..Default::default()
+    };
+    let nccl_ok = match nccl::load() {
+        Ok(l) => {
+            env.nccl.library = l.version;
+            env.nccl.path = l.path.clone();
+            true
+        }
+        Err(e) => {
+            problems.push(e.to_string());
+            false
+        }
+    };
+    let hint = crate::envinfo::gin_network_hint(&network);
+    env.gin = Gin {
+        kind: "none".into(),
+        reason: hint.clone(),
+    };
+    let mut p2p = vec![];
+    match cuda::device_count() {
+        Err(e) => problems.push(e.to_string()),
+        Ok(0) => problems.push("no GPU visible to CUDA".into()),
+        Ok(n) => {
+            env.driver = cuda::kernel_driver_version();
+            env.cuda = cuda::driver_cuda_version().unwrap_or_default();
+            p2p = peer_matrix(n);
+            if nccl_ok {
+                match probe_node(n) {
+                    Ok((gpus, gin)) => {
+                        env.gpus = gpus;
+                        env.gin = gin;
+                        if env.gin.kind == "none" && !hint.is_empty() {
+                            env.gin.reason = format!("{}; {hint}", env.gin.reason);
+                        }
+                    }
+                    Err(e) => problems.push(format!("probing GPUs through NCCL: {e}")),
+                }
+            }
+            env.ranks = env.gpus.len();
+        }
+    }
+    let topo = std::process::Command::new("nvidia-smi")
+        .args(["topo", "-m"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    NodeReport {
+        env,
+        problems,
+        p2p,
+        topo,
+        header_path: env!("GINBENCH_NCCL_HEADER_PATH").into(),
+    }
+}
+
+fn peer_matrix(n: usize) -> Vec<Vec<bool>> {
+    let dev = |i: usize| cudarc::driver::result::device::get(i as i32).ok();
+    (0..n)
+        .map(|i| {
+            (0..n)
+                .map(|j| {
+                    if i == j {
+                        return true;
+                    }
+                    let (Some(a), Some(b)) = (dev(i), dev(j)) else {
+                        return false;
+                    };
+                    let mut can = 0;
+                    unsafe { sys::cuDeviceCanAccessPeer(&mut can, a, b) };
+                    can != 0
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// One communicator over every GPU of the node (a thread per GPU): GPU details, and GIN asked of
+/// NCCL itself.
+fn probe_node(n: usize) -> Result<(Vec<GpuInfo>, Gin)> {
+    let handles: Vec<_> = bootstrap::threads::group(n)
+        .into_iter()
+        .map(|b| {
+            std::thread::spawn(move || -> Result<(GpuInfo, Gin)> {
+                let gpu = Gpu::open(b.rank())?;
+                let uid = if b.rank() == 0 {
+                    UniqueId::new()?.to_bytes()
+                } else {
+                    vec![]
+                };
+                let uid = UniqueId::from_bytes(&b.broadcast(0, &uid))?;
+                let comm = Comm::init(b.size(), &uid, b.rank())?;
+                let gin = compat::probe_gin(&comm);
+                let info = GpuInfo {
+                    rank: b.rank(),
+                    name: gpu.name(),
+                    host: bootstrap::hostname(),
+                    device: b.rank(),
+                    pci_bus_id: gpu.pci_bus_id(),
+                    memory_bytes: gpu.total_mem(),
+                };
+                Ok((info, gin))
+            })
+        })
+        .collect();
+    let mut gpus = vec![];
+    let mut gin = None;
+    for h in handles {
+        let (g, gi) = h
+            .join()
+            .map_err(|_| crate::error::Error::internal("probe thread panicked"))??;
+        gpus.push(g);
+        gin.get_or_insert(gi);
+    }
+    Ok((gpus, gin.unwrap_or_default()))
+}
+
+pub fn render(r: &NodeReport) -> String {
+    let e = &r.env;
+    let mut s = String::new();
+    s += &format!("host          {}\n", e.hosts.join(", "));
+    s += &format!(
+        "nccl          headers {} ({}), library {} ({})\n",
+        nccl::version_string(e.nccl.header),
+        r.header_path,
+        if e.nccl.library > 0 {
+            nccl::version_string(e.nccl.library)
+        } else {
+            "not loaded".into()
+        },
+        if e.nccl.path.is_empty() {
+            "-"
+        } else {
+            &e.nccl.path
+        }
+    );
+    s += &format!(
+        "cuda driver   {} (CUDA {})\n",
+        if e.driver.is_empty() { "-" } else { &e.driver },
+        if e.cuda.is_empty() { "-" } else { &e.cuda }
+    );
+    s += &format!("gpus          {}\n", e.gpus.len());
+    for g in &e.gpus {
+        s += &format!(
+            "  [{}] {} {} {:.0} GiB\n",
+            g.device,
+            g.name,
+            g.pci_bus_id,
+            g.memory_bytes as f64 / (1u64 << 30) as f64
+        );
+    }
+    if !r.p2p.is_empty() {
+        let n = r.p2p.len();
+        let all = r.p2p.iter().all(|row| row.iter().all(|&x| x));
+        s += &format!(
+            "topology      peer access: {}\n",
+            if all {
+                format!("all {n} GPUs reach each other (LSA possible)")
+            } else {
+                "partial".into()
+            }
+        );
+        if !all {
+            for (i, row) in r.p2p.iter().enumerate() {
+                s += &format!(
+                    "  GPU{i}: {}\n",
+                    row.iter()
+                        .map(|&x| if x { "Y" } else { "." })
+                        .collect::<String>()
+                );
+            }
+        }
+    }
+    if let Some(t) = &r.topo {
+        s += "nvidia-smi topo -m:\n";
+        for l in t.lines().filter(|l| !l.trim().is_empty()) {
+            s += &format!("  {l}\n");
+        }
+    }
+    s += &format!("network       {}\n", e.network.kind);
+    for d in &e.network.devices {
+        s += &format!(
+            "  {} ({}{})\n",
+            d.name,
+            d.kind,
+            if d.detail.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", d.detail)
+            }
+        );
+    }
+    s += &format!("gin           {}: {}\n", e.gin.kind, e.gin.reason);
+    s += "variables\n";
+    for (k, v) in &e.vars {
+        s += &format!("  {k}={v}\n");
+    }
+    for p in &r.problems {
+        s += &format!("problem       {p}\n");
+    }
+    s
+}

@@ -34,41 +34,27 @@ fn cuda_home() -> PathBuf {
 fn nccl_home() -> PathBuf {
     match env::var_os("NCCL_HOME") {
         Some(h) if Path::new(&h).join("include/nccl.h").exists() => PathBuf::from(h),
-        Some(h) => fail(&format!(
-            "NCCL_HOME={} has no include/nccl.h",
-            Path::new(&h).display()
-        )),
+        Some(h) => fail(&format!("NCCL_HOME={} has no include/nccl.h", Path::new(&h).display())),
         None => fail("NCCL_HOME is unset (the NCCL headers the kernels are compiled against)"),
     }
 }
 
 /// NCCL_VERSION_CODE from nccl.h (e.g. 22809 for 2.28.9).
 fn nccl_version_code(nccl_h: &Path) -> u32 {
-    let text =
-        fs::read_to_string(nccl_h).unwrap_or_else(|e| fail(&format!("{}: {e}", nccl_h.display())));
+    let text = fs::read_to_string(nccl_h).unwrap_or_else(|e| fail(&format!("{}: {e}", nccl_h.display())));
     let field = |name: &str| -> u32 {
         text.lines()
             .find_map(|l| l.strip_prefix(&format!("#define {name} ")))
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or_else(|| fail(&format!("{} defines no {name}", nccl_h.display())))
     };
-    let (major, minor, patch) = (
-        field("NCCL_MAJOR"),
-        field("NCCL_MINOR"),
-        field("NCCL_PATCH"),
-    );
+    let (major, minor, patch) = (field("NCCL_MAJOR"), field("NCCL_MINOR"), field("NCCL_PATCH"));
     // NCCL_VERSION(X,Y,Z) for 2.9 onwards: X*10000 + Y*100 + Z.
     major * 10000 + minor * 100 + patch
 }
 
 fn main() {
-    for v in [
-        "CUDA_HOME",
-        "NCCL_HOME",
-        "LIBCLANG_PATH",
-        "GINBENCH_NVCC_GENCODE",
-        "MPICC",
-    ] {
+    for v in ["CUDA_HOME", "NCCL_HOME", "LIBCLANG_PATH", "GINBENCH_NVCC_GENCODE", "MPICC"] {
         println!("cargo:rerun-if-env-changed={v}");
     }
     println!("cargo:rerun-if-changed=src/kernels");
@@ -81,15 +67,10 @@ fn main() {
     let nccl_inc = nccl.join("include");
     let code = nccl_version_code(&nccl_inc.join("nccl.h"));
     if code < 22807 {
-        fail(&format!(
-            "NCCL headers {code} are older than 2.28.7, the first with the device API and GIN"
-        ));
+        fail(&format!("NCCL headers {code} are older than 2.28.7, the first with the device API and GIN"));
     }
     println!("cargo:rustc-env=GINBENCH_NCCL_HEADER_VERSION={code}");
-    println!(
-        "cargo:rustc-env=GINBENCH_NCCL_HEADER_PATH={}",
-        nccl_inc.display()
-    );
+    println!("cargo:rustc-env=GINBENCH_NCCL_HEADER_PATH={}", nccl_inc.display());
     // 2.29.2 versioned the device-API structs (size/magic/version, *_INITIALIZER macros).
     if code >= 22902 {
         println!("cargo:rustc-cfg=nccl_versioned_structs");
@@ -97,11 +78,7 @@ fn main() {
     let lib = nccl.join("lib/libnccl.so.2");
     println!(
         "cargo:rustc-env=GINBENCH_NCCL_BUILD_LIB={}",
-        if lib.exists() {
-            lib.display().to_string()
-        } else {
-            String::new()
-        }
+        if lib.exists() { lib.display().to_string() } else { String::new() }
     );
 
     let git = Command::new("git")
@@ -129,8 +106,8 @@ fn bindings(cuda: &Path, nccl_inc: &Path, out: &Path) {
         .clang_arg(format!("-I{}", nccl_inc.display()))
         .clang_arg(format!("-I{}", cuda.join("include").display()))
         .clang_arg(format!("-I{}", cuda.join("include/cccl").display()))
-        .allowlist_function("nccl(GetVersion|GetUniqueId|CommInitRank|CommInitRankConfig|CommDestroy|CommFinalize|CommAbort|CommGetAsyncError|GetErrorString|GetLastError|GroupStart|GroupEnd|Send|Recv|AlltoAll|AllReduce|MemAlloc|MemFree|CommRegister|CommDeregister|CommWindowRegister|CommWindowDeregister|DevCommCreate|DevCommDestroy|CommCount|CommUserRank|CommCuDevice)")
-        .allowlist_type("nccl(Result_t|DataType_t|RedOp_t|UniqueId|Comm|Comm_t|Window_t|DevComm|DevComm_t|DevCommRequirements|DevCommRequirements_t|Config_t)")
+        .allowlist_function("nccl(GetVersion|GetUniqueId|CommInitRank|CommInitRankConfig|CommDestroy|CommFinalize|CommAbort|CommGetAsyncError|GetErrorString|GetLastError|GroupStart|GroupEnd|Send|Recv|AlltoAll|AllReduce|MemAlloc|MemFree|CommRegister|CommDeregister|CommWindowRegister|CommWindowDeregister|DevCommCreate|DevCommDestroy|CommCount|CommUserRank|CommCuDevice|TeamLsa|TeamWorld)")
+        .allowlist_type("nccl(Result_t|DataType_t|RedOp_t|UniqueId|Comm|Comm_t|Window_t|DevComm|DevComm_t|DevCommRequirements|DevCommRequirements_t|Config_t|Team|Team_t)")
         .allowlist_var("NCCL_(MAJOR|MINOR|PATCH|VERSION_CODE|WIN_.*|UNIQUE_ID_BYTES)")
         .opaque_type("ncclDevComm")
         .default_enum_style(bindgen::EnumVariation::NewType { is_bitfield: false, is_global: false })
@@ -140,9 +117,7 @@ fn bindings(cuda: &Path, nccl_inc: &Path, out: &Path) {
         .derive_default(true)
         .generate()
         .unwrap_or_else(|e| fail(&format!("bindgen over nccl.h failed: {e}")));
-    bindings
-        .write_to_file(out.join("nccl_bindings.rs"))
-        .unwrap_or_else(|e| fail(&format!("writing bindings: {e}")));
+    bindings.write_to_file(out.join("nccl_bindings.rs")).unwrap_or_else(|e| fail(&format!("writing bindings: {e}")));
 }
 
 fn kernels(cuda: &Path, nccl_inc: &Path, out: &Path) {
@@ -164,18 +139,14 @@ fn kernels(cuda: &Path, nccl_inc: &Path, out: &Path) {
         .filter(|p| p.extension().is_some_and(|x| x == "cu"))
         .collect();
     sources.sort();
-    let mut table = String::from("/// (module name, fatbin) for every src/kernels/*.cu.\npub const FATBINS: &[(&str, &[u8])] = &[\n");
+    let mut table = String::from(
+        "/// (module name, fatbin) for every src/kernels/*.cu.\npub const FATBINS: &[(&str, &[u8])] = &[\n",
+    );
     for src in &sources {
         let stem = src.file_stem().unwrap().to_string_lossy().to_string();
         let fatbin = out.join(format!("{stem}.fatbin"));
         let status = Command::new(&nvcc)
-            .args([
-                "-fatbin",
-                "-std=c++17",
-                "-O3",
-                "-lineinfo",
-                "-Xptxas=-warn-spills",
-            ])
+            .args(["-fatbin", "-std=c++17", "-O3", "-lineinfo", "-Xptxas=-warn-spills"])
             .args(&gencode)
             .arg(format!("-I{}", nccl_inc.display()))
             .arg("-Isrc/kernels")
@@ -187,10 +158,7 @@ fn kernels(cuda: &Path, nccl_inc: &Path, out: &Path) {
         if !status.success() {
             fail(&format!("nvcc failed on {}", src.display()));
         }
-        table.push_str(&format!(
-            "    (\"{stem}\", include_bytes!(\"{}\")),\n",
-            fatbin.display()
-        ));
+        table.push_str(&format!("    (\"{stem}\", include_bytes!(\"{}\")),\n", fatbin.display()));
     }
     table.push_str("];\n");
     fs::write(out.join("kernels.rs"), table).unwrap();

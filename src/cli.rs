@@ -126,36 +126,24 @@ fn flag01(v: u32, flag: &str) -> Result<bool> {
     match v {
         0 => Ok(false),
         1 => Ok(true),
-        _ => Err(Error::usage(
-            format!("{flag} {v} is not 0 or 1"),
-            format!("use {flag} 0 or {flag} 1"),
-        )),
+        _ => Err(Error::usage(format!("{flag} {v} is not 0 or 1"), format!("use {flag} 0 or {flag} 1"))),
     }
 }
 
 impl Config {
     pub fn from_args(a: &Args, command: String) -> Result<Config> {
         if a.nthreads == 0 || a.ngpus == 0 {
-            return Err(Error::usage(
-                "-t and -g must be at least 1",
-                "e.g. -t 1 -g 4",
-            ));
+            return Err(Error::usage("-t and -g must be at least 1", "e.g. -t 1 -g 4"));
         }
         let min = sizes::parse_size(&a.minbytes)?;
         let max = sizes::parse_size(&a.maxbytes)?;
         let step = sizes::parse_size(&a.stepbytes)?;
         let sweep = sizes::sweep(min, max, a.stepfactor, step)?;
         if a.iters == 0 || a.agg_iters == 0 || a.run_cycles == 0 {
-            return Err(Error::usage(
-                "-n, -m and -N must be at least 1",
-                "e.g. -n 20 -m 1 -N 1",
-            ));
+            return Err(Error::usage("-n, -m and -N must be at least 1", "e.g. -n 20 -m 1 -N 1"));
         }
         if a.average > 3 {
-            return Err(Error::usage(
-                format!("-a {} is not 0..3", a.average),
-                "-a 0 rank 0, 1 average, 2 min, 3 max",
-            ));
+            return Err(Error::usage(format!("-a {} is not 0..3", a.average), "-a 0 rank 0, 1 average, 2 min, 3 max"));
         }
         if a.local_register > 2 {
             return Err(Error::usage(
@@ -165,28 +153,19 @@ impl Config {
         }
         let blocking = flag01(a.blocking, "-z")?;
         if blocking && a.cudagraph > 0 {
-            return Err(Error::usage(
-                "-z 1 cannot be combined with -G",
-                "drop one of them",
-            ));
+            return Err(Error::usage("-z 1 cannot be combined with -G", "drop one of them"));
         }
         let impls = registry::resolve(&a.implementation)?;
         if a.local_register != 2 {
             if let Some(i) = impls.iter().find(|i| i.needs_window) {
                 return Err(Error::usage(
-                    format!(
-                        "implementation '{}' (-D {}) runs on symmetric windows",
-                        i.name, i.id
-                    ),
+                    format!("implementation '{}' (-D {}) runs on symmetric windows", i.name, i.id),
                     "add -R 2",
                 ));
             }
         }
         if a.cta_count > 128 {
-            return Err(Error::usage(
-                format!("-V {} is above 128", a.cta_count),
-                "use -V 1..128 (0 = default)",
-            ));
+            return Err(Error::usage(format!("-V {} is above 128", a.cta_count), "use -V 1..128 (0 = default)"));
         }
         Ok(Config {
             local_ranks: a.nthreads * a.ngpus,
@@ -219,25 +198,13 @@ impl Config {
 pub fn parse(argv: Vec<String>) -> Result<Args> {
     Args::try_parse_from(&argv).map_err(|e| {
         use clap::error::ErrorKind::*;
-        if matches!(
-            e.kind(),
-            DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand
-        ) {
+        if matches!(e.kind(), DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand) {
             let _ = e.print();
             std::process::exit(0);
         }
         let text = e.to_string();
-        let first = text
-            .lines()
-            .next()
-            .unwrap_or("invalid arguments")
-            .trim_start_matches("error: ")
-            .to_string();
-        Error {
-            exit: Exit::Usage,
-            msg: first,
-            fix: Some("see alltoall_perf --help".into()),
-        }
+        let first = text.lines().next().unwrap_or("invalid arguments").trim_start_matches("error: ").to_string();
+        Error { exit: Exit::Usage, msg: first, fix: Some("see alltoall_perf --help".into()) }
     })
 }
 
@@ -266,10 +233,8 @@ mod tests {
 
     #[test]
     fn parses_nccl_tests_style_flags() {
-        let c = cfg(&[
-            "-b", "8", "-e", "2G", "-f", "4", "-R", "2", "-g", "4", "-n", "5", "-w", "1", "-c", "0",
-        ])
-        .unwrap();
+        let c =
+            cfg(&["-b", "8", "-e", "2G", "-f", "4", "-R", "2", "-g", "4", "-n", "5", "-w", "1", "-c", "0"]).unwrap();
         assert_eq!(c.sizes.first(), Some(&8));
         assert_eq!(c.sizes.last(), Some(&(2 << 30)));
         assert_eq!(c.register, 2);
@@ -287,10 +252,7 @@ mod tests {
             (vec!["-b", "2G", "-e", "1G"], "larger than maximum"),
             (vec!["-f", "0"], "step factor -f is 0"),
             (vec!["-b", "8X"], "unknown size suffix 'X'"),
-            (
-                vec!["-D", "warp-drive"],
-                "unknown implementation 'warp-drive'",
-            ),
+            (vec!["-D", "warp-drive"], "unknown implementation 'warp-drive'"),
             (vec!["-D", "99"], "unknown implementation '99'"),
             (vec!["-R", "3"], "-R 3"),
             (vec!["-a", "7"], "-a 7"),
@@ -304,10 +266,7 @@ mod tests {
             assert_eq!(e.exit, Exit::Usage, "{args:?}: {e}");
             assert!(e.to_string().contains(needle), "{args:?}: {e}");
             assert!(e.fix.is_some(), "{args:?} has no fix: {e}");
-            assert!(
-                !e.to_string().contains('\n'),
-                "{args:?}: multi-line error {e}"
-            );
+            assert!(!e.to_string().contains('\n'), "{args:?}: multi-line error {e}");
         }
     }
 }

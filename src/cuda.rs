@@ -86,19 +86,11 @@ impl Gpu {
             })?;
             modules.insert(*name, m);
         }
-        Ok(Gpu {
-            ordinal,
-            ctx,
-            stream,
-            modules,
-        })
+        Ok(Gpu { ordinal, ctx, stream, modules })
     }
 
     pub fn function(&self, module: &str, name: &str) -> Result<CudaFunction> {
-        let m = self
-            .modules
-            .get(module)
-            .ok_or_else(|| Error::internal(format!("no kernel module '{module}'")))?;
+        let m = self.modules.get(module).ok_or_else(|| Error::internal(format!("no kernel module '{module}'")))?;
         Ok(m.load_function(name)?)
     }
 
@@ -121,16 +113,11 @@ impl Gpu {
     }
 
     pub fn free_mem(&self) -> u64 {
-        self.ctx
-            .mem_get_info()
-            .map(|(free, _)| free as u64)
-            .unwrap_or(0)
+        self.ctx.mem_get_info().map(|(free, _)| free as u64).unwrap_or(0)
     }
 
     pub fn timing_event(&self) -> Result<CudaEvent> {
-        Ok(self
-            .ctx
-            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?)
+        Ok(self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?)
     }
 
     /// Raw stream handle for NCCL (`cudaStream_t` and `CUstream` are the same object).

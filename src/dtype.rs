@@ -56,10 +56,7 @@ impl Dtype {
     pub fn parse(s: &str) -> Result<Dtype> {
         ALL.iter().copied().find(|d| d.name() == s).ok_or_else(|| {
             let names: Vec<_> = ALL.iter().map(|d| d.name()).collect();
-            Error::usage(
-                format!("unknown datatype '{s}'"),
-                format!("use one of {}", names.join(", ")),
-            )
+            Error::usage(format!("unknown datatype '{s}'"), format!("use one of {}", names.join(", ")))
         })
     }
 }
@@ -72,9 +69,6 @@ mod tests {
         for d in ALL {
             assert_eq!(Dtype::parse(d.name()).unwrap(), d);
         }
-        assert!(Dtype::parse("f8e4m3")
-            .unwrap_err()
-            .msg
-            .contains("unknown datatype"));
+        assert!(Dtype::parse("f8e4m3").unwrap_err().msg.contains("unknown datatype"));
     }
 }

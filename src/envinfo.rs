@@ -18,10 +18,7 @@ pub fn network_in(sys_class: &Path) -> Network {
             .ok()
             .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
             .unwrap_or_default();
-        let link = fs::read_to_string(dev.join("ports/1/link_layer"))
-            .unwrap_or_default()
-            .trim()
-            .to_string();
+        let link = fs::read_to_string(dev.join("ports/1/link_layer")).unwrap_or_default().trim().to_string();
         let kind = if driver == "efa" || name.starts_with("efa") || name.starts_with("rdmap") {
             "efa"
         } else if link == "Ethernet" {
@@ -29,43 +26,24 @@ pub fn network_in(sys_class: &Path) -> Network {
         } else {
             "ib"
         };
-        let rate = fs::read_to_string(dev.join("ports/1/rate"))
-            .unwrap_or_default()
-            .trim()
-            .to_string();
-        devices.push(NetDevice {
-            name,
-            kind: kind.into(),
-            detail: rate,
-        });
+        let rate = fs::read_to_string(dev.join("ports/1/rate")).unwrap_or_default().trim().to_string();
+        devices.push(NetDevice { name, kind: kind.into(), detail: rate });
     }
     for name in sorted_entries(&sys_class.join("net")) {
         if name == "lo" || name.starts_with("docker") || name.starts_with("veth") {
             continue;
         }
-        devices.push(NetDevice {
-            name,
-            kind: "ethernet".into(),
-            detail: String::new(),
-        });
+        devices.push(NetDevice { name, kind: "ethernet".into(), detail: String::new() });
     }
     let has = |k: &str| devices.iter().any(|d| d.kind == k);
-    let kind = ["efa", "ib", "roce"]
-        .into_iter()
-        .find(|k| has(k))
-        .unwrap_or(if has("ethernet") { "socket" } else { "none" });
-    Network {
-        kind: kind.into(),
-        devices,
-    }
+    let kind =
+        ["efa", "ib", "roce"].into_iter().find(|k| has(k)).unwrap_or(if has("ethernet") { "socket" } else { "none" });
+    Network { kind: kind.into(), devices }
 }
 
 fn sorted_entries(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
-                .collect()
-        })
+        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned())).collect())
         .unwrap_or_default();
     v.sort();
     v
@@ -75,8 +53,7 @@ fn sorted_entries(dir: &Path) -> Vec<String> {
 pub fn gin_network_hint(net: &Network) -> String {
     match net.kind.as_str() {
         "efa" | "ib" | "roce" => String::new(),
-        _ => "no RDMA NIC (no IB, RoCE or EFA device under /sys/class/infiniband): GIN needs one"
-            .into(),
+        _ => "no RDMA NIC (no IB, RoCE or EFA device under /sys/class/infiniband): GIN needs one".into(),
     }
 }
 
@@ -111,15 +88,8 @@ mod tests {
         fs::create_dir_all(d.join("net/lo")).unwrap();
         let n = network_in(&d);
         assert_eq!(n.kind, "ib");
-        let kinds: Vec<_> = n
-            .devices
-            .iter()
-            .map(|x| (x.name.as_str(), x.kind.as_str()))
-            .collect();
-        assert_eq!(
-            kinds,
-            vec![("mlx5_0", "ib"), ("mlx5_1", "roce"), ("eth0", "ethernet")]
-        );
+        let kinds: Vec<_> = n.devices.iter().map(|x| (x.name.as_str(), x.kind.as_str())).collect();
+        assert_eq!(kinds, vec![("mlx5_0", "ib"), ("mlx5_1", "roce"), ("eth0", "ethernet")]);
         assert_eq!(gin_network_hint(&n), "");
 
         fs::create_dir_all(d.join("infiniband/rdmap16s27/ports/1")).unwrap();
@@ -128,10 +98,7 @@ mod tests {
         let empty = d.join("nothing");
         assert_eq!(network_in(&empty).kind, "none");
         let _ = fs::remove_dir_all(&d);
-        let sock = Network {
-            kind: "socket".into(),
-            devices: vec![],
-        };
+        let sock = Network { kind: "socket".into(), devices: vec![] };
         assert!(gin_network_hint(&sock).contains("no RDMA NIC"));
     }
 }

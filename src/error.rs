@@ -27,25 +27,13 @@ pub struct Error {
 
 impl Error {
     pub fn new(exit: Exit, msg: impl Into<String>) -> Self {
-        Error {
-            exit,
-            msg: msg.into(),
-            fix: None,
-        }
+        Error { exit, msg: msg.into(), fix: None }
     }
     pub fn usage(msg: impl Into<String>, fix: impl Into<String>) -> Self {
-        Error {
-            exit: Exit::Usage,
-            msg: msg.into(),
-            fix: Some(fix.into()),
-        }
+        Error { exit: Exit::Usage, msg: msg.into(), fix: Some(fix.into()) }
     }
     pub fn env(msg: impl Into<String>, fix: impl Into<String>) -> Self {
-        Error {
-            exit: Exit::Environment,
-            msg: msg.into(),
-            fix: Some(fix.into()),
-        }
+        Error { exit: Exit::Environment, msg: msg.into(), fix: Some(fix.into()) }
     }
     pub fn internal(msg: impl Into<String>) -> Self {
         Error::new(Exit::Internal, msg)

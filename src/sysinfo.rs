@@ -3,7 +3,7 @@
 use crate::bootstrap::{self, Bootstrap};
 use crate::cuda::{self, Gpu};
 use crate::error::Result;
-use crate::nccl::{self, compat, Comm, UniqueId};
+use crate::nccl;
 use crate::report::schema::{Env, Gin, Gpu as GpuInfo, NcclInfo};
 use cudarc::driver::sys;
 
@@ -26,11 +26,7 @@ pub fn collect() -> NodeReport {
         hosts: vec![bootstrap::hostname()],
         network: network.clone(),
         vars: crate::envinfo::vars(),
-        nccl: NcclInfo {
-            header: nccl::header_version(),
-            library: 0,
-            path: String::new(),
-        },
+        nccl: NcclInfo { header: nccl::header_version(), library: 0, path: String::new() },
         ..Default::default()
     };
     let nccl_ok = match nccl::load() {
@@ -45,10 +41,7 @@ pub fn collect() -> NodeReport {
         }
     };
     let hint = crate::envinfo::gin_network_hint(&network);
-    env.gin = Gin {
-        kind: "none".into(),
-        reason: hint.clone(),
-    };
+    env.gin = Gin { kind: "none".into(), reason: hint.clone() };
     let mut p2p = vec![];
     match cuda::device_count() {
         Err(e) => problems.push(e.to_string()),
@@ -78,13 +71,7 @@ pub fn collect() -> NodeReport {
         .ok()
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
-    NodeReport {
-        env,
-        problems,
-        p2p,
-        topo,
-        header_path: env!("GINBENCH_NCCL_HEADER_PATH").into(),
-    }
+    NodeReport { env, problems, p2p, topo, header_path: env!("GINBENCH_NCCL_HEADER_PATH").into() }
 }
 
 fn peer_matrix(n: usize) -> Vec<Vec<bool>> {
@@ -116,14 +103,7 @@ fn probe_node(n: usize) -> Result<(Vec<GpuInfo>, Gin)> {
         .map(|b| {
             std::thread::spawn(move || -> Result<(GpuInfo, Gin)> {
                 let gpu = Gpu::open(b.rank())?;
-                let uid = if b.rank() == 0 {
-                    UniqueId::new()?.to_bytes()
-                } else {
-                    vec![]
-                };
-                let uid = UniqueId::from_bytes(&b.broadcast(0, &uid))?;
-                let comm = Comm::init(b.size(), &uid, b.rank())?;
-                let gin = compat::probe_gin(&comm);
+                let gin = nccl::probe_gin(&b)?;
                 let info = GpuInfo {
                     rank: b.rank(),
                     name: gpu.name(),
@@ -139,9 +119,7 @@ fn probe_node(n: usize) -> Result<(Vec<GpuInfo>, Gin)> {
     let mut gpus = vec![];
     let mut gin = None;
     for h in handles {
-        let (g, gi) = h
-            .join()
-            .map_err(|_| crate::error::Error::internal("probe thread panicked"))??;
+        let (g, gi) = h.join().map_err(|_| crate::error::Error::internal("probe thread panicked"))??;
         gpus.push(g);
         gin.get_or_insert(gi);
     }
@@ -156,16 +134,8 @@ pub fn render(r: &NodeReport) -> String {
         "nccl          headers {} ({}), library {} ({})\n",
         nccl::version_string(e.nccl.header),
         r.header_path,
-        if e.nccl.library > 0 {
-            nccl::version_string(e.nccl.library)
-        } else {
-            "not loaded".into()
-        },
-        if e.nccl.path.is_empty() {
-            "-"
-        } else {
-            &e.nccl.path
-        }
+        if e.nccl.library > 0 { nccl::version_string(e.nccl.library) } else { "not loaded".into() },
+        if e.nccl.path.is_empty() { "-" } else { &e.nccl.path }
     );
     s += &format!(
         "cuda driver   {} (CUDA {})\n",
@@ -187,20 +157,11 @@ pub fn render(r: &NodeReport) -> String {
         let all = r.p2p.iter().all(|row| row.iter().all(|&x| x));
         s += &format!(
             "topology      peer access: {}\n",
-            if all {
-                format!("all {n} GPUs reach each other (LSA possible)")
-            } else {
-                "partial".into()
-            }
+            if all { format!("all {n} GPUs reach each other (LSA possible)") } else { "partial".into() }
         );
         if !all {
             for (i, row) in r.p2p.iter().enumerate() {
-                s += &format!(
-                    "  GPU{i}: {}\n",
-                    row.iter()
-                        .map(|&x| if x { "Y" } else { "." })
-                        .collect::<String>()
-                );
+                s += &format!("  GPU{i}: {}\n", row.iter().map(|&x| if x { "Y" } else { "." }).collect::<String>());
             }
         }
     }
@@ -216,11 +177,7 @@ pub fn render(r: &NodeReport) -> String {
             "  {} ({}{})\n",
             d.name,
             d.kind,
-            if d.detail.is_empty() {
-                String::new()
-            } else {
-                format!(", {}", d.detail)
-            }
+            if d.detail.is_empty() { String::new() } else { format!(", {}", d.detail) }
         );
     }
     s += &format!("gin           {}: {}\n", e.gin.kind, e.gin.reason);

@@ -1,12 +1,12 @@
 //! `alltoall_perf`: bring ranks up, sweep sizes for each implementation, check, report.
-use super::{make, Rank};
+use super::{make, InPlace, Rank};
 use crate::bootstrap::{self, Bootstrap};
 use crate::cli::Config;
 use crate::cuda::{self, Gpu};
 use crate::error::{die, Error, Exit, Result};
 use crate::harness::check::Checker;
 use crate::harness::{self, sizes, stats, watchdog, LoopParams};
-use crate::nccl::{self, compat, Comm, DevMem, Registration, UniqueId};
+use crate::nccl::{self, Comm, DevMem, Registration};
 use crate::report::schema::{self, Env, Gpu as GpuInfo, NcclInfo, Row, Run, Summary, Tool};
 use crate::report::{csv, json, table};
 use std::io::Write;
@@ -19,10 +19,7 @@ pub fn main(cfg: Config) -> Result<Exit> {
     nccl::load()?;
     let ngpus = cuda::device_count()?;
     if ngpus == 0 {
-        return Err(Error::env(
-            "no GPU visible to CUDA",
-            "run on a GPU machine, or check CUDA_VISIBLE_DEVICES",
-        ));
+        return Err(Error::env("no GPU visible to CUDA", "run on a GPU machine, or check CUDA_VISIBLE_DEVICES"));
     }
     if bootstrap::launched_by_mpi() {
         if cfg.local_ranks != 1 {
@@ -31,17 +28,13 @@ pub fn main(cfg: Config) -> Result<Exit> {
                 "drop -t / -g and start one process per GPU (mpirun -np <GPUs>)",
             ));
         }
-        let boot = bootstrap::mpi::MpiRank::init()
-            .ok_or_else(|| Error::internal("MPI was already initialised"))?;
+        let boot = bootstrap::mpi::MpiRank::init().ok_or_else(|| Error::internal("MPI was already initialised"))?;
         let (local, _) = boot.local_rank();
         return run_rank(&boot, &cfg, local);
     }
     if cfg.local_ranks > ngpus {
         return Err(Error::env(
-            format!(
-                "-t × -g asks for {} GPUs but {ngpus} are visible",
-                cfg.local_ranks
-            ),
+            format!("-t × -g asks for {} GPUs but {ngpus} are visible", cfg.local_ranks),
             format!("use at most {ngpus} ranks in one process, e.g. -g {ngpus}"),
         ));
     }
@@ -58,9 +51,7 @@ pub fn main(cfg: Config) -> Result<Exit> {
         .collect();
     let mut code = Exit::Ok;
     for (i, h) in handles.into_iter().enumerate() {
-        let c = h
-            .join()
-            .map_err(|_| Error::internal("a rank thread panicked"))?;
+        let c = h.join().map_err(|_| Error::internal("a rank thread panicked"))?;
         if i == 0 {
             code = c;
         }
@@ -82,12 +73,7 @@ pub fn unique_hosts(gpus: &[GpuInfo]) -> Vec<String> {
 /// Largest buffer, per rank, that the sweep needs.
 fn buffer_bytes(cfg: &Config, nranks: u64) -> u64 {
     let elt = cfg.dtype.size();
-    let max = cfg
-        .sizes
-        .iter()
-        .map(|&s| nranks * sizes::alltoall_count(s, elt, nranks) * elt)
-        .max()
-        .unwrap_or(0);
+    let max = cfg.sizes.iter().map(|&s| nranks * sizes::alltoall_count(s, elt, nranks) * elt).max().unwrap_or(0);
     max.max(4096)
 }
 
@@ -95,18 +81,12 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
     let (rank, n) = (boot.rank(), boot.size());
     let started_at = schema::now_rfc3339();
     let gpu = Gpu::open(device)?;
-    let uid = if rank == 0 {
-        UniqueId::new()?.to_bytes()
-    } else {
-        vec![]
-    };
-    let uid = UniqueId::from_bytes(&boot.broadcast(0, &uid))?;
-    let comm = Comm::init(n, &uid, rank)?;
+    let gin = nccl::probe_gin(boot)?;
+    let comm = Comm::bootstrap(boot)?;
     watchdog::beat();
 
     // Environment, gathered to rank 0.
     let host = bootstrap::hostname();
-    let gin = compat::probe_gin(&comm);
     let me = GpuInfo {
         rank,
         name: gpu.name(),
@@ -126,46 +106,23 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
     let want = buffer_bytes(cfg, n as u64);
     let reserve = (gpu.total_mem().div_ceil(16 * GIB) * GIB).min(4 * GIB) + GIB;
     let fit = gpu.free_mem().saturating_sub(reserve) / 2;
-    let fit = boot
-        .allgather_f64(&[fit as f64])
-        .iter()
-        .map(|v| v[0] as u64)
-        .min()
-        .unwrap_or(0);
+    let fit = boot.allgather_f64(&[fit as f64]).iter().map(|v| v[0] as u64).min().unwrap_or(0);
     let mut note = None;
     if want > fit {
         sweep.retain(|&s| s <= fit);
-        note = Some(format!(
-            "# Reducing maxBytes to {fit} due to memory limitation"
-        ));
+        note = Some(format!("# Reducing maxBytes to {fit} due to memory limitation"));
         if sweep.is_empty() {
             return Err(Error::env(
-                format!(
-                    "not even the smallest size fits in GPU memory ({fit} bytes free per buffer)"
-                ),
+                format!("not even the smallest size fits in GPU memory ({fit} bytes free per buffer)"),
                 "use a smaller -b",
             ));
         }
     }
-    let bytes = buffer_bytes(
-        &Config {
-            sizes: sweep.clone(),
-            ..cfg.clone()
-        },
-        n as u64,
-    );
+    let bytes = buffer_bytes(&Config { sizes: sweep.clone(), ..cfg.clone() }, n as u64);
     let send = DevMem::alloc(bytes as usize)?;
     let recv = DevMem::alloc(bytes as usize)?;
     let reg = Registration::register(&comm, cfg.register, &send, &recv)?;
-    let mut r = Rank {
-        boot,
-        gpu,
-        comm,
-        send,
-        recv,
-        reg,
-        dtype: cfg.dtype,
-    };
+    let mut r = Rank { boot, gpu, comm, send, recv, reg, dtype: cfg.dtype, ctas: cfg.ctas };
     let mut checker = Checker::new(&r.gpu, cfg.dtype.size())?;
     // Timed data is a real pattern, never zeros.
     checker.fill(&r.gpu, r.send.ptr, bytes / cfg.dtype.size(), 0, rank as u32)?;
@@ -180,11 +137,7 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
         gpus,
         driver: cuda::kernel_driver_version(),
         cuda: cuda::driver_cuda_version().unwrap_or_default(),
-        nccl: NcclInfo {
-            header: nccl::header_version(),
-            library: lib.version,
-            path: lib.path.clone(),
-        },
+        nccl: NcclInfo { header: nccl::header_version(), library: lib.version, path: lib.path.clone() },
         gin: {
             let net = crate::envinfo::network();
             let hint = crate::envinfo::gin_network_hint(&net);
@@ -212,24 +165,37 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
     result.map(|_| exit)
 }
 
-fn sweep_all(
-    r: &Rank,
-    cfg: &Config,
-    sweep: &[u64],
-    checker: &mut Checker,
-    out: &mut Output,
-) -> Result<()> {
+fn sweep_all(r: &Rank, cfg: &Config, sweep: &[u64], checker: &mut Checker, out: &mut Output) -> Result<()> {
     let n = r.boot.size() as u64;
     for cycle in 0..cfg.cycles {
         for info in &cfg.impls {
             let imp = make(info, r)?;
+            if let Ok(imp) = &imp {
+                warm_up(r, imp.as_ref(), cfg, sweep)?;
+            }
             out.impl_header(info.name, info.id, r.reg.describe());
             for &size in sweep {
                 let count = sizes::alltoall_count(size, cfg.dtype.size(), n);
+                let bytes_per_peer = count * cfg.dtype.size();
                 let mut rows = vec![];
                 for inplace in [false, true] {
-                    let m = measure(r, imp.as_ref(), cfg, count, inplace, checker)?;
-                    rows.push(out.row(r.boot, info.name, count, inplace, cycle, &m));
+                    let placement = if inplace { "in-place" } else { "out-of-place" };
+                    let skip = match &imp {
+                        Err(why) => Some(why.clone()),
+                        Ok(imp) => imp.unsupported(bytes_per_peer).or_else(|| match imp.in_place(bytes_per_peer) {
+                            InPlace::Unsupported(why) if inplace => Some(format!("in place not supported: {why}")),
+                            _ => None,
+                        }),
+                    };
+                    let row = match (skip, &imp) {
+                        (Some(why), _) => out.skipped(info.name, count, placement, cycle, why),
+                        (None, Ok(imp)) => {
+                            let m = measure(r, imp.as_ref(), cfg, count, inplace, checker)?;
+                            out.row(r.boot, info.name, count, placement, cycle, &m)
+                        }
+                        (None, Err(_)) => unreachable!("a skipped impl always has a reason"),
+                    };
+                    rows.push(row);
                 }
                 out.line(&rows[0], &rows[1]);
                 out.rows.extend(rows);
@@ -240,11 +206,27 @@ fn sweep_all(
     Ok(())
 }
 
+/// A warm-up pass over the smallest and largest sizes before the table (nccl-tests does the same),
+/// so the first row does not pay for connection setup and lazy initialisation.
+fn warm_up(r: &Rank, imp: &dyn super::Impl, cfg: &Config, sweep: &[u64]) -> Result<()> {
+    let n = r.boot.size() as u64;
+    for &size in [sweep.first(), sweep.last()].into_iter().flatten() {
+        let count = sizes::alltoall_count(size, cfg.dtype.size(), n);
+        for _ in 0..cfg.warmup.max(1) {
+            imp.launch(r, r.send.ptr, r.recv.ptr, count)?;
+        }
+    }
+    r.gpu.stream.synchronize()?;
+    Ok(())
+}
+
 /// One rank's view of one measurement.
 struct Measured {
     timing: harness::Timing,
     /// Wrong elements on this rank; None when not checked.
     wrong: Option<u64>,
+    /// Why the row carries no check, if it does not.
+    note: Option<&'static str>,
 }
 
 fn measure(
@@ -286,9 +268,12 @@ fn measure(
     let timing = harness::time_loop(&r.gpu, r.boot, &params, &mut op)?;
     r.comm.async_error()?;
 
-    // In-place alltoall is timed like nccl-tests but not checked: NCCL does not define it (a
-    // peer's block may land before this rank has sent the block it overwrites).
-    let wrong = if cfg.check == 0 || inplace {
+    let mode = if inplace { imp.in_place(count * elt) } else { InPlace::Checked };
+    let note = match mode {
+        InPlace::Checked => None,
+        InPlace::Unchecked(why) | InPlace::Unsupported(why) => Some(why),
+    };
+    let wrong = if cfg.check == 0 || note.is_some() {
         None
     } else {
         let rank = r.boot.rank() as u32;
@@ -296,7 +281,10 @@ fn measure(
         for rep in 0..cfg.check {
             let seed = rep + 1;
             checker.fill(&r.gpu, send, n * count, seed, rank)?;
-            checker.poison(&r.gpu, recv, count, n as u32, seed, rank)?;
+            if !inplace {
+                // In place the buffer holds the input; every block but our own must still change.
+                checker.poison(&r.gpu, recv, count, n as u32, seed, rank)?;
+            }
             imp.launch(r, send, recv, count)?;
             wrong += checker.verify(&r.gpu, recv, count, n as u32, seed, rank)?;
             if wrong > 0 {
@@ -305,7 +293,7 @@ fn measure(
         }
         Some(wrong)
     };
-    Ok(Measured { timing, wrong })
+    Ok(Measured { timing, wrong, note })
 }
 
 /// Rank 0's output: the table as it goes, and the JSON / CSV at the end. Other ranks take part
@@ -323,10 +311,7 @@ impl<'c> Output<'c> {
         let run = Run {
             schema: schema::SCHEMA.into(),
             benchmark: "alltoall".into(),
-            tool: Tool {
-                version: env!("CARGO_PKG_VERSION").into(),
-                git: env!("GINBENCH_GIT").into(),
-            },
+            tool: Tool { version: env!("CARGO_PKG_VERSION").into(), git: env!("GINBENCH_GIT").into() },
             command: cfg.command.clone(),
             started_at,
             finished_at: None,
@@ -335,16 +320,7 @@ impl<'c> Output<'c> {
             rows: vec![],
             summary: None,
         };
-        Output {
-            print,
-            cfg,
-            run,
-            rows: vec![],
-            style: table::Style {
-                cputime: cfg.cputime,
-                per_iter: cfg.per_iter,
-            },
-        }
+        Output { print, cfg, run, rows: vec![], style: table::Style { cputime: cfg.cputime, per_iter: cfg.per_iter } }
     }
 
     fn emit(&self, s: &str) {
@@ -380,13 +356,7 @@ impl<'c> Output<'c> {
             "# nThread {} nGpus 1 minBytes {} maxBytes {} warmup iters: {} iters: {} agg iters: {} validation: {} graph: {}\n",
             c.local_ranks, c.min_bytes, c.max_bytes, c.warmup, c.iters, c.agg, c.check, c.graph_launches
         );
-        s += &format!(
-            "# ranks {} hosts {} gin: {} ({})\n",
-            e.ranks,
-            e.hosts.len(),
-            e.gin.kind,
-            e.gin.reason
-        );
+        s += &format!("# ranks {} hosts {} gin: {} ({})\n", e.ranks, e.hosts.len(), e.gin.kind, e.gin.reason);
         if let Some(n) = note {
             s += &n;
             s.push('\n');
@@ -399,40 +369,42 @@ impl<'c> Output<'c> {
     }
 
     fn impl_header(&self, name: &str, id: u32, registration: &str) {
-        self.emit(&format!(
-            "#\n# impl {name} (-D {id}), registration: {registration}\n"
-        ));
+        self.emit(&format!("#\n# impl {name} (-D {id}), registration: {registration}\n"));
         self.emit(&table::header(self.style));
     }
 
     /// Reduce one measurement over ranks into a row (every rank calls this; rank 0 keeps it).
-    fn row(
-        &self,
-        boot: &dyn Bootstrap,
-        impl_name: &str,
-        count: u64,
-        inplace: bool,
-        cycle: u32,
-        m: &Measured,
-    ) -> Row {
+    /// A row that did not run, for `reason` (the same on every rank).
+    fn skipped(&self, impl_name: &str, count: u64, placement: &str, cycle: u32, reason: String) -> Row {
+        let n = self.run.env.ranks as u64;
+        Row {
+            impl_name: impl_name.into(),
+            size_bytes: n * count * self.cfg.dtype.size(),
+            count,
+            dtype: self.cfg.dtype.name().into(),
+            placement: placement.into(),
+            time_us: None,
+            p50_us: None,
+            p99_us: None,
+            algbw_gbps: None,
+            busbw_gbps: None,
+            wrong: None,
+            status: "skipped".into(),
+            reason: Some(reason),
+            cycle,
+        }
+    }
+
+    fn row(&self, boot: &dyn Bootstrap, impl_name: &str, count: u64, placement: &str, cycle: u32, m: &Measured) -> Row {
         let n = boot.size();
-        let mut mine = vec![
-            m.timing.mean_us,
-            m.timing.cpu_us,
-            m.wrong.map(|w| w as f64).unwrap_or(-1.0),
-        ];
+        let mut mine = vec![m.timing.mean_us, m.timing.cpu_us, m.wrong.map(|w| w as f64).unwrap_or(-1.0)];
         mine.extend(&m.timing.samples_us);
         let all = boot.allgather_f64(&mine);
         let pick = |i: usize| all.iter().map(|v| v[i]).collect::<Vec<f64>>();
-        let time = stats::reduce(
-            &pick(if self.cfg.cputime { 1 } else { 0 }),
-            self.cfg.average,
-        );
+        let time = stats::reduce(&pick(if self.cfg.cputime { 1 } else { 0 }), self.cfg.average);
         let samples: Vec<Vec<f64>> = all.iter().map(|v| v[3..].to_vec()).collect();
         let pct = stats::percentiles(&stats::slowest_per_iteration(&samples));
-        let wrong = m
-            .wrong
-            .map(|_| pick(2).iter().map(|&w| w.max(0.0) as u64).sum());
+        let wrong = m.wrong.map(|_| pick(2).iter().map(|&w| w.max(0.0) as u64).sum());
         let elt = self.cfg.dtype.size();
         let size_bytes = n as u64 * count * elt;
         let (alg, bus) = sizes::alltoall_bw(size_bytes, time, n as u64);
@@ -441,7 +413,7 @@ impl<'c> Output<'c> {
             size_bytes,
             count,
             dtype: self.cfg.dtype.name().into(),
-            placement: if inplace { "in-place" } else { "out-of-place" }.into(),
+            placement: placement.into(),
             time_us: Some(time),
             p50_us: pct.map(|p| p.0),
             p99_us: pct.map(|p| p.1),
@@ -449,10 +421,7 @@ impl<'c> Output<'c> {
             busbw_gbps: Some(bus),
             wrong,
             status: "ok".into(),
-            reason: (inplace && self.cfg.check > 0).then(|| {
-                "not checked: NCCL does not define in-place alltoall (timed as nccl-tests does)"
-                    .into()
-            }),
+            reason: m.note.filter(|_| self.cfg.check > 0).map(String::from),
             cycle,
         }
     }
@@ -462,10 +431,7 @@ impl<'c> Output<'c> {
     }
 
     fn wrong_rows(&self) -> u64 {
-        self.rows
-            .iter()
-            .filter(|r| r.wrong.unwrap_or(0) > 0)
-            .count() as u64
+        self.rows.iter().filter(|r| r.wrong.unwrap_or(0) > 0).count() as u64
     }
 
     fn finish(&mut self, error: Option<&Error>) -> Result<()> {
@@ -483,13 +449,11 @@ impl<'c> Output<'c> {
             }
         }
         if let Some(p) = &self.cfg.json {
-            json::write(p, &self.run)
-                .map_err(|e| Error::internal(format!("writing {}: {e}", p.display())))?;
+            json::write(p, &self.run).map_err(|e| Error::internal(format!("writing {}: {e}", p.display())))?;
             self.emit(&format!("# Wrote JSON to {}\n", p.display()));
         }
         if let Some(p) = &self.cfg.csv {
-            csv::write(p, &self.run.rows)
-                .map_err(|e| Error::internal(format!("writing {}: {e}", p.display())))?;
+            csv::write(p, &self.run.rows).map_err(|e| Error::internal(format!("writing {}: {e}", p.display())))?;
             self.emit(&format!("# Wrote CSV to {}\n", p.display()));
         }
         Ok(())

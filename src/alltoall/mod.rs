@@ -1,13 +1,15 @@
 //! Alltoall: the implementations (one file each) and the benchmark that sweeps them.
+pub mod auto;
 pub mod bench;
 pub mod host;
+pub mod nvl;
 pub mod registry;
 
 use crate::bootstrap::Bootstrap;
 use crate::cuda::Gpu;
 use crate::dtype::Dtype;
-use crate::error::Result;
-use crate::nccl::{Comm, DevMem, Registration};
+use crate::error::{Error, Result};
+use crate::nccl::{ffi, Comm, DevMem, Registration};
 use registry::ImplInfo;
 
 /// One rank's resources, shared by every implementation.
@@ -19,6 +21,33 @@ pub struct Rank<'a> {
     pub recv: DevMem,
     pub reg: Registration,
     pub dtype: Dtype,
+    /// `-V`: CTAs for device kernels, 0 = the impl's default.
+    pub ctas: u32,
+}
+
+impl Rank<'_> {
+    /// The symmetric window holding device address `ptr`, and the offset of `ptr` in it.
+    pub fn window(&self, ptr: u64) -> Result<(ffi::ncclWindow_t, u64)> {
+        let Registration::Windows(sw, rw) = self.reg else {
+            return Err(Error::internal("device impl without symmetric windows (-R 2)"));
+        };
+        if (self.send.ptr..self.send.ptr + self.send.bytes as u64).contains(&ptr) {
+            Ok((sw, ptr - self.send.ptr))
+        } else {
+            Ok((rw, ptr - self.recv.ptr))
+        }
+    }
+}
+
+/// What an impl does with in-place (send buffer = receive buffer).
+#[derive(Debug, Clone, PartialEq)]
+pub enum InPlace {
+    /// Runs in place and is checked.
+    Checked,
+    /// Timed but not checked, for the reason given.
+    Unchecked(&'static str),
+    /// Not run, for the reason given.
+    Unsupported(&'static str),
 }
 
 /// An alltoall implementation, set up for one rank.
@@ -26,14 +55,24 @@ pub trait Impl {
     /// Enqueue one alltoall of `count` elements per peer, from `send` to `recv` (device
     /// addresses inside the rank's buffers; equal for in-place), on the rank's stream.
     fn launch(&self, r: &Rank, send: u64, recv: u64, count: u64) -> Result<()>;
+
+    /// Why `bytes_per_peer` cannot run (None: it can).
+    fn unsupported(&self, _bytes_per_peer: u64) -> Option<String> {
+        None
+    }
+
+    fn in_place(&self, bytes_per_peer: u64) -> InPlace;
 }
 
-/// Set `info` up on this rank (collective: every rank calls it for the same impl).
-pub fn make(info: &ImplInfo, _r: &Rank) -> Result<Box<dyn Impl>> {
-    match info.name {
+/// Set `info` up on this rank (collective: every rank calls it for the same impl). The inner
+/// `Err` is a reason to skip the impl on this system.
+pub fn make(info: &ImplInfo, r: &Rank) -> Result<std::result::Result<Box<dyn Impl>, String>> {
+    Ok(match info.name {
         "host" => Ok(Box::new(host::Host)),
-        other => Err(crate::error::Error::internal(format!(
-            "implementation '{other}' is registered but not built"
-        ))),
-    }
+        "nvl-simple" => nvl::Nvl::new(nvl::Kind::Simple, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
+        "nvl" => nvl::Nvl::new(nvl::Kind::Vector, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
+        "nvl-ll" => nvl::Nvl::new(nvl::Kind::LowLatency, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
+        "auto" => auto::Auto::new(r)?.map(|i| Box::new(i) as Box<dyn Impl>),
+        other => return Err(Error::internal(format!("implementation '{other}' is registered but not built"))),
+    })
 }

@@ -12,12 +12,8 @@ pub struct ImplInfo {
 
 /// Every implementation, in `-D all` order. Adding one means: a Rust file in src/alltoall/,
 /// its kernels in src/kernels/, and a line here plus one in `alltoall::make`.
-pub const IMPLS: &[ImplInfo] = &[ImplInfo {
-    id: 0,
-    name: "host",
-    needs_window: false,
-    about: "ncclAlltoAll (NCCL host API)",
-}];
+pub const IMPLS: &[ImplInfo] =
+    &[ImplInfo { id: 0, name: "host", needs_window: false, about: "ncclAlltoAll (NCCL host API)" }];
 
 /// Resolve a `-D` value: comma-separated numbers or names, or `all`.
 pub fn resolve(spec: &str) -> Result<Vec<&'static ImplInfo>> {
@@ -26,15 +22,9 @@ pub fn resolve(spec: &str) -> Result<Vec<&'static ImplInfo>> {
     }
     let mut out: Vec<&'static ImplInfo> = vec![];
     for tok in spec.split(',').map(str::trim) {
-        let found = IMPLS
-            .iter()
-            .find(|i| i.name == tok || i.id.to_string() == tok)
-            .ok_or_else(|| {
-                Error::usage(
-                    format!("unknown implementation '{tok}'"),
-                    format!("use -D all or one of {}", list()),
-                )
-            })?;
+        let found = IMPLS.iter().find(|i| i.name == tok || i.id.to_string() == tok).ok_or_else(|| {
+            Error::usage(format!("unknown implementation '{tok}'"), format!("use -D all or one of {}", list()))
+        })?;
         if !out.iter().any(|i| i.id == found.id) {
             out.push(found);
         }
@@ -44,11 +34,7 @@ pub fn resolve(spec: &str) -> Result<Vec<&'static ImplInfo>> {
 
 /// "0 host, 1 nvl-simple, ..." for messages and --list-impls.
 pub fn list() -> String {
-    IMPLS
-        .iter()
-        .map(|i| format!("{} {}", i.id, i.name))
-        .collect::<Vec<_>>()
-        .join(", ")
+    IMPLS.iter().map(|i| format!("{} {}", i.id, i.name)).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]

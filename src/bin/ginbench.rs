@@ -5,11 +5,7 @@ use ginbench::sysinfo;
 const PROG: &str = "ginbench";
 
 #[derive(Parser)]
-#[command(
-    name = "ginbench",
-    version,
-    about = "ginbench: node report and results tools"
-)]
+#[command(name = "ginbench", version, about = "ginbench: node report and results tools")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -29,38 +25,23 @@ enum Cmd {
 fn main() {
     let cli = Cli::try_parse().unwrap_or_else(|e| {
         use clap::error::ErrorKind::*;
-        if matches!(
-            e.kind(),
-            DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand
-        ) {
+        if matches!(e.kind(), DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand) {
             let _ = e.print();
             std::process::exit(0);
         }
-        let first = e
-            .to_string()
-            .lines()
-            .next()
-            .unwrap_or("invalid arguments")
-            .trim_start_matches("error: ")
-            .to_string();
+        let first =
+            e.to_string().lines().next().unwrap_or("invalid arguments").trim_start_matches("error: ").to_string();
         die(PROG, &Error::usage(first, "see ginbench --help"))
     });
     match cli.cmd {
         Cmd::Env { json } => {
             let r = sysinfo::collect();
             if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&r.env).expect("env serializes")
-                );
+                println!("{}", serde_json::to_string_pretty(&r.env).expect("env serializes"));
             } else {
                 print!("{}", sysinfo::render(&r));
             }
-            std::process::exit(if r.problems.is_empty() {
-                0
-            } else {
-                Exit::Environment as i32
-            });
+            std::process::exit(if r.problems.is_empty() { 0 } else { Exit::Environment as i32 });
         }
     }
 }

@@ -24,11 +24,7 @@ pub trait Bootstrap {
         let bytes: Vec<u8> = mine.iter().flat_map(|v| v.to_le_bytes()).collect();
         self.allgather(&bytes)
             .into_iter()
-            .map(|b| {
-                b.chunks_exact(8)
-                    .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-                    .collect()
-            })
+            .map(|b| b.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect())
             .collect()
     }
 
@@ -36,10 +32,7 @@ pub trait Bootstrap {
     fn local_rank(&self) -> (usize, String) {
         let host = hostname();
         let all = self.allgather(host.as_bytes());
-        let local = all[..self.rank()]
-            .iter()
-            .filter(|h| h.as_slice() == host.as_bytes())
-            .count();
+        let local = all[..self.rank()].iter().filter(|h| h.as_slice() == host.as_bytes()).count();
         (local, host)
     }
 }
@@ -59,9 +52,6 @@ pub fn launched_by_mpi() -> bool {
         || set("PMI_RANK")
         || set("PMI_SIZE")
         || set("MPI_LOCALNRANKS")
-        || std::env::var("SLURM_NTASKS")
-            .ok()
-            .and_then(|n| n.parse::<u32>().ok())
-            .is_some_and(|n| n > 1)
+        || std::env::var("SLURM_NTASKS").ok().and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| n > 1)
             && set("SLURM_PROCID")
 }

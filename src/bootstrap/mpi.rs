@@ -14,10 +14,7 @@ impl MpiRank {
     pub fn init() -> Option<MpiRank> {
         let universe = mpi::initialize()?;
         let world = universe.world();
-        Some(MpiRank {
-            _universe: universe,
-            world,
-        })
+        Some(MpiRank { _universe: universe, world })
     }
 }
 
@@ -31,8 +28,7 @@ impl Bootstrap for MpiRank {
     fn allgather(&self, mine: &[u8]) -> Vec<Vec<u8>> {
         let n = self.size();
         let mut lens = vec![0i32; n];
-        self.world
-            .all_gather_into(&(mine.len() as i32), &mut lens[..]);
+        self.world.all_gather_into(&(mine.len() as i32), &mut lens[..]);
         let displs: Vec<i32> = lens
             .iter()
             .scan(0, |acc, &l| {
@@ -47,9 +43,7 @@ impl Bootstrap for MpiRank {
             let mut part = PartitionMut::new(&mut buf[..], &lens[..], &displs[..]);
             self.world.all_gather_varcount_into(mine, &mut part);
         }
-        (0..n)
-            .map(|i| buf[displs[i] as usize..(displs[i] + lens[i]) as usize].to_vec())
-            .collect()
+        (0..n).map(|i| buf[displs[i] as usize..(displs[i] + lens[i]) as usize].to_vec()).collect()
     }
     fn barrier(&self) {
         self.world.barrier();

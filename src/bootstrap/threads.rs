@@ -15,17 +15,8 @@ pub struct ThreadRank {
 
 /// One bootstrap handle per thread-rank.
 pub fn group(n: usize) -> Vec<ThreadRank> {
-    let shared = Arc::new(Shared {
-        slots: Mutex::new(vec![vec![]; n]),
-        barrier: Barrier::new(n),
-        n,
-    });
-    (0..n)
-        .map(|rank| ThreadRank {
-            rank,
-            shared: shared.clone(),
-        })
-        .collect()
+    let shared = Arc::new(Shared { slots: Mutex::new(vec![vec![]; n]), barrier: Barrier::new(n), n });
+    (0..n).map(|rank| ThreadRank { rank, shared: shared.clone() }).collect()
 }
 
 impl Bootstrap for ThreadRank {

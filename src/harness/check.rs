@@ -14,11 +14,7 @@ pub struct Checker {
 fn grid(count: u64) -> LaunchConfig {
     let threads = 512u32;
     let blocks = count.div_ceil(threads as u64).clamp(1, 1024) as u32;
-    LaunchConfig {
-        grid_dim: (blocks, 1, 1),
-        block_dim: (threads, 1, 1),
-        shared_mem_bytes: 0,
-    }
+    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
 }
 
 impl Checker {
@@ -47,15 +43,7 @@ impl Checker {
     }
 
     /// Poison `nranks * c` receive elements so any element left unwritten is wrong.
-    pub fn poison(
-        &self,
-        gpu: &Gpu,
-        buf: u64,
-        c: u64,
-        nranks: u32,
-        seed: u32,
-        rank: u32,
-    ) -> Result<()> {
+    pub fn poison(&self, gpu: &Gpu, buf: u64, c: u64, nranks: u32, seed: u32, rank: u32) -> Result<()> {
         let mut b = gpu.stream.launch_builder(&self.poison);
         b.arg(&buf).arg(&c).arg(&nranks).arg(&seed).arg(&rank);
         unsafe { b.launch(grid(c * nranks as u64)) }?;
@@ -63,23 +51,10 @@ impl Checker {
     }
 
     /// Count elements of the receive buffer that differ from what the peers sent.
-    pub fn verify(
-        &mut self,
-        gpu: &Gpu,
-        buf: u64,
-        c: u64,
-        nranks: u32,
-        seed: u32,
-        rank: u32,
-    ) -> Result<u64> {
+    pub fn verify(&mut self, gpu: &Gpu, buf: u64, c: u64, nranks: u32, seed: u32, rank: u32) -> Result<u64> {
         gpu.stream.memset_zeros(&mut self.wrong)?;
         let mut b = gpu.stream.launch_builder(&self.verify);
-        b.arg(&buf)
-            .arg(&c)
-            .arg(&nranks)
-            .arg(&seed)
-            .arg(&rank)
-            .arg(&mut self.wrong);
+        b.arg(&buf).arg(&c).arg(&nranks).arg(&seed).arg(&rank).arg(&mut self.wrong);
         unsafe { b.launch(grid(c * nranks as u64)) }?;
         let host = gpu.stream.clone_dtoh(&self.wrong)?;
         Ok(host[0])

@@ -70,9 +70,7 @@ pub fn time_loop(
     // Second pass: an event after each iteration. Kept apart from the timed loop so that the
     // extra event records cannot slow the mean down.
     boot.barrier();
-    let events = (0..=p.iters)
-        .map(|_| gpu.timing_event())
-        .collect::<Result<Vec<_>>>()?;
+    let events = (0..=p.iters).map(|_| gpu.timing_event()).collect::<Result<Vec<_>>>()?;
     events[0].record(&gpu.stream)?;
     for i in 0..p.iters {
         op(i)?;
@@ -83,11 +81,7 @@ pub fn time_loop(
         .windows(2)
         .map(|w| Ok(w[0].elapsed_ms(&w[1])? as f64 * 1e3 / per_iter_ops))
         .collect::<Result<Vec<_>>>()?;
-    Ok(Timing {
-        mean_us,
-        cpu_us: cpu / total_ops,
-        samples_us,
-    })
+    Ok(Timing { mean_us, cpu_us: cpu / total_ops, samples_us })
 }
 
 fn time_graph(
@@ -97,8 +91,7 @@ fn time_graph(
     op: &mut dyn FnMut(u32) -> Result<()>,
 ) -> Result<Timing> {
     // Thread-local capture: other ranks of this process capture concurrently on their streams.
-    gpu.stream
-        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    gpu.stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
     let captured = (0..p.iters).try_for_each(&mut *op);
     let graph = gpu.stream.end_capture(sys::CUgraphInstantiate_flags(0));
     captured?;
@@ -109,9 +102,7 @@ fn time_graph(
     boot.barrier();
 
     let launches = p.graph_launches as usize;
-    let events = (0..=launches)
-        .map(|_| gpu.timing_event())
-        .collect::<Result<Vec<_>>>()?;
+    let events = (0..=launches).map(|_| gpu.timing_event()).collect::<Result<Vec<_>>>()?;
     events[0].record(&gpu.stream)?;
     let t0 = Instant::now();
     for e in &events[1..] {
@@ -121,14 +112,8 @@ fn time_graph(
     let cpu = t0.elapsed().as_secs_f64() * 1e6;
     events[launches].synchronize()?;
     let ops = p.iters as f64 * p.ops_per_iter as f64;
-    let samples_us = events
-        .windows(2)
-        .map(|w| Ok(w[0].elapsed_ms(&w[1])? as f64 * 1e3 / ops))
-        .collect::<Result<Vec<_>>>()?;
+    let samples_us =
+        events.windows(2).map(|w| Ok(w[0].elapsed_ms(&w[1])? as f64 * 1e3 / ops)).collect::<Result<Vec<_>>>()?;
     let mean_us = events[0].elapsed_ms(&events[launches])? as f64 * 1e3 / (ops * launches as f64);
-    Ok(Timing {
-        mean_us,
-        cpu_us: cpu / (ops * launches as f64),
-        samples_us,
-    })
+    Ok(Timing { mean_us, cpu_us: cpu / (ops * launches as f64), samples_us })
 }

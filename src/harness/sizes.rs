@@ -26,18 +26,10 @@ pub fn parse_size(s: &str) -> Result<u64> {
             ))
         }
     };
-    let n: u64 = num.parse().map_err(|_| {
-        Error::usage(
-            format!("size '{s}' is too large"),
-            "use a size below 2^64 bytes",
-        )
-    })?;
-    n.checked_mul(1u64 << shift).ok_or_else(|| {
-        Error::usage(
-            format!("size '{s}' is too large"),
-            "use a size below 2^64 bytes",
-        )
-    })
+    let n: u64 =
+        num.parse().map_err(|_| Error::usage(format!("size '{s}' is too large"), "use a size below 2^64 bytes"))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| Error::usage(format!("size '{s}' is too large"), "use a size below 2^64 bytes"))
 }
 
 /// The sweep of requested sizes, min to max: multiplied by `factor` when it is above 1,
@@ -50,32 +42,19 @@ pub fn sweep(min: u64, max: u64, factor: u64, step: u64) -> Result<Vec<u64>> {
         ));
     }
     if factor == 0 {
-        return Err(Error::usage(
-            "step factor -f is 0",
-            "use -f 2 (doubling) or -f 1 with an -i step",
-        ));
+        return Err(Error::usage("step factor -f is 0", "use -f 2 (doubling) or -f 1 with an -i step"));
     }
     if factor > 1 && min == 0 {
-        return Err(Error::usage(
-            "-b 0 with a step factor never grows",
-            "start at -b 1 or more",
-        ));
+        return Err(Error::usage("-b 0 with a step factor never grows", "start at -b 1 or more"));
     }
     if factor == 1 && step == 0 && min < max {
-        return Err(Error::usage(
-            "step -i is 0 and factor -f is 1: the sweep never advances",
-            "use -f 2 or -i 1M",
-        ));
+        return Err(Error::usage("step -i is 0 and factor -f is 1: the sweep never advances", "use -f 2 or -i 1M"));
     }
     let mut out = vec![];
     let mut s = min;
     loop {
         out.push(s);
-        let next = if factor > 1 {
-            s.checked_mul(factor)
-        } else {
-            s.checked_add(step)
-        };
+        let next = if factor > 1 { s.checked_mul(factor) } else { s.checked_add(step) };
         match next {
             Some(n) if n <= max && n > s => s = n,
             _ => break,
@@ -128,10 +107,7 @@ mod tests {
         assert_eq!(sweep(8, 100, 4, 0).unwrap(), vec![8, 32]);
         assert_eq!(sweep(10, 30, 1, 10).unwrap(), vec![10, 20, 30]);
         assert_eq!(sweep(5, 5, 0, 0).unwrap_err().msg, "step factor -f is 0");
-        assert!(sweep(9, 8, 2, 0)
-            .unwrap_err()
-            .msg
-            .contains("larger than maximum"));
+        assert!(sweep(9, 8, 2, 0).unwrap_err().msg.contains("larger than maximum"));
         assert!(sweep(1, 8, 1, 0).is_err());
         assert_eq!(sweep(8, 8, 1, 0).unwrap(), vec![8]);
         // nccl-tests' standard sweep -b 8 -e 2G -f 4: 8, 32, ..., 2^31 (13 sizes, all powers of 4 times 8)

@@ -15,14 +15,7 @@ pub fn reduce(values: &[f64], mode: u32) -> f64 {
 /// rank does. `per_rank[r][i]` is rank r's sample i.
 pub fn slowest_per_iteration(per_rank: &[Vec<f64>]) -> Vec<f64> {
     let n = per_rank.iter().map(Vec::len).min().unwrap_or(0);
-    (0..n)
-        .map(|i| {
-            per_rank
-                .iter()
-                .map(|s| s[i])
-                .fold(f64::NEG_INFINITY, f64::max)
-        })
-        .collect()
+    (0..n).map(|i| per_rank.iter().map(|s| s[i]).fold(f64::NEG_INFINITY, f64::max)).collect()
 }
 
 /// p50 and p99 (µs) of samples in µs, recorded at nanosecond resolution, 3 significant digits.
@@ -34,10 +27,7 @@ pub fn percentiles(samples_us: &[f64]) -> Option<(f64, f64)> {
     for &s in samples_us {
         h.saturating_record((s * 1000.0).round().max(1.0) as u64);
     }
-    Some((
-        h.value_at_quantile(0.50) as f64 / 1000.0,
-        h.value_at_quantile(0.99) as f64 / 1000.0,
-    ))
+    Some((h.value_at_quantile(0.50) as f64 / 1000.0, h.value_at_quantile(0.99) as f64 / 1000.0))
 }
 
 #[cfg(test)]
@@ -50,10 +40,7 @@ mod tests {
         assert_eq!(reduce(&v, 1), 3.0);
         assert_eq!(reduce(&v, 2), 1.0);
         assert_eq!(reduce(&v, 3), 6.0);
-        assert_eq!(
-            slowest_per_iteration(&[vec![1.0, 5.0], vec![2.0, 3.0]]),
-            vec![2.0, 5.0]
-        );
+        assert_eq!(slowest_per_iteration(&[vec![1.0, 5.0], vec![2.0, 3.0]]), vec![2.0, 5.0]);
     }
     #[test]
     fn percentiles_of_known_samples() {

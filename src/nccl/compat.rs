@@ -35,14 +35,8 @@ impl DevComm {
     /// ncclDevCommCreate: collective over the communicator.
     pub fn create(comm: &Comm, reqs: &ffi::ncclDevCommRequirements) -> Result<DevComm> {
         let mut raw: ffi::ncclDevComm = unsafe { std::mem::zeroed() };
-        comm.check(
-            unsafe { lib().ncclDevCommCreate(comm.raw(), reqs, &mut raw) },
-            "ncclDevCommCreate",
-        )?;
-        Ok(DevComm {
-            raw,
-            comm: comm.raw(),
-        })
+        comm.check(unsafe { lib().ncclDevCommCreate(comm.raw(), reqs, &mut raw) }, "ncclDevCommCreate")?;
+        Ok(DevComm { raw, comm: comm.raw() })
     }
 }
 

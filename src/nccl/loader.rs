@@ -27,17 +27,13 @@ pub fn version_string(code: u32) -> String {
 }
 
 pub(super) fn get() -> &'static Nccl {
-    NCCL.get()
-        .expect("nccl::load() must succeed before NCCL is used")
+    NCCL.get().expect("nccl::load() must succeed before NCCL is used")
 }
 
 fn candidates() -> Vec<(String, &'static str)> {
     let mut c = vec![];
     if let Some(h) = std::env::var_os("NCCL_HOME") {
-        c.push((
-            format!("{}/lib/libnccl.so.2", h.to_string_lossy()),
-            "NCCL_HOME",
-        ));
+        c.push((format!("{}/lib/libnccl.so.2", h.to_string_lossy()), "NCCL_HOME"));
     }
     let built = env!("GINBENCH_NCCL_BUILD_LIB");
     if !built.is_empty() {
@@ -65,10 +61,7 @@ fn python_nccl() -> Option<String> {
 
 fn open(path: &str) -> std::result::Result<(NcclLib, u32), String> {
     let lib = unsafe { NcclLib::new(path) }.map_err(|e| e.to_string())?;
-    let get = lib
-        .ncclGetVersion
-        .as_ref()
-        .map_err(|_| "no ncclGetVersion".to_string())?;
+    let get = lib.ncclGetVersion.as_ref().map_err(|_| "no ncclGetVersion".to_string())?;
     let mut v = 0i32;
     unsafe { get(&mut v) };
     Ok((lib, v as u32))
@@ -82,9 +75,7 @@ fn resolved_path(lib: &NcclLib, fallback: &str) -> String {
     unsafe {
         let mut info: libc_dl::DlInfo = std::mem::zeroed();
         if libc_dl::dladdr(*f as *const std::ffi::c_void, &mut info) != 0 && !info.fname.is_null() {
-            return std::ffi::CStr::from_ptr(info.fname)
-                .to_string_lossy()
-                .into_owned();
+            return std::ffi::CStr::from_ptr(info.fname).to_string_lossy().into_owned();
         }
     }
     fallback.to_string()
@@ -117,10 +108,7 @@ pub fn load() -> Result<&'static Nccl> {
     if let Some(p) = std::env::var_os("GINBENCH_NCCL_LIB") {
         let p = p.to_string_lossy().to_string();
         let (lib, v) = open(&p).map_err(|e| {
-            Error::env(
-                format!("cannot load GINBENCH_NCCL_LIB={p}: {e}"),
-                "point it at an existing libnccl.so.2",
-            )
+            Error::env(format!("cannot load GINBENCH_NCCL_LIB={p}: {e}"), "point it at an existing libnccl.so.2")
         })?;
         if v != want {
             return Err(Error::env(
@@ -133,28 +121,18 @@ pub fn load() -> Result<&'static Nccl> {
             ));
         }
         let path = resolved_path(&lib, &p);
-        return Ok(NCCL.get_or_init(|| Nccl {
-            lib,
-            path,
-            version: v,
-        }));
+        return Ok(NCCL.get_or_init(|| Nccl { lib, path, version: v }));
     }
     let mut seen = vec![];
     for (path, origin) in candidates() {
         match open(&path) {
             Ok((lib, v)) if v == want => {
                 let path = resolved_path(&lib, &path);
-                return Ok(NCCL.get_or_init(|| Nccl {
-                    lib,
-                    path,
-                    version: v,
-                }));
+                return Ok(NCCL.get_or_init(|| Nccl { lib, path, version: v }));
             }
-            Ok((lib, v)) => seen.push(format!(
-                "{} = NCCL {} ({origin})",
-                resolved_path(&lib, &path),
-                version_string(v)
-            )),
+            Ok((lib, v)) => {
+                seen.push(format!("{} = NCCL {} ({origin})", resolved_path(&lib, &path), version_string(v)))
+            }
             Err(_) => {}
         }
     }

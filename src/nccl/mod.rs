@@ -60,11 +60,7 @@ pub struct UniqueId(pub ffi::ncclUniqueId);
 impl UniqueId {
     pub fn new() -> Result<UniqueId> {
         let mut id = ffi::ncclUniqueId { internal: [0; 128] };
-        check(
-            unsafe { lib().ncclGetUniqueId(&mut id) },
-            "ncclGetUniqueId",
-            std::ptr::null_mut(),
-        )?;
+        check(unsafe { lib().ncclGetUniqueId(&mut id) }, "ncclGetUniqueId", std::ptr::null_mut())?;
         Ok(UniqueId(id))
     }
     pub fn to_bytes(&self) -> Vec<u8> {
@@ -72,10 +68,7 @@ impl UniqueId {
     }
     pub fn from_bytes(b: &[u8]) -> Result<UniqueId> {
         if b.len() != 128 {
-            return Err(Error::internal(format!(
-                "ncclUniqueId of {} bytes, expected 128",
-                b.len()
-            )));
+            return Err(Error::internal(format!("ncclUniqueId of {} bytes, expected 128", b.len())));
         }
         let mut id = ffi::ncclUniqueId { internal: [0; 128] };
         for (d, s) in id.internal.iter_mut().zip(b) {
@@ -117,6 +110,14 @@ impl Comm {
         Ok(Comm { raw, rank, nranks })
     }
 
+    /// A communicator over every rank of `boot`: rank 0 makes the unique id (single-use), the
+    /// bootstrap hands it round, all ranks join.
+    pub fn bootstrap(boot: &dyn crate::bootstrap::Bootstrap) -> Result<Comm> {
+        let uid = if boot.rank() == 0 { UniqueId::new()?.to_bytes() } else { vec![] };
+        let uid = UniqueId::from_bytes(&boot.broadcast(0, &uid))?;
+        Comm::init(boot.size(), &uid, boot.rank())
+    }
+
     pub fn raw(&self) -> ffi::ncclComm_t {
         self.raw
     }
@@ -128,11 +129,38 @@ impl Comm {
     /// Errors NCCL raised asynchronously (e.g. a peer failed).
     pub fn async_error(&self) -> Result<()> {
         let mut st = ffi::ncclResult_t::ncclSuccess;
-        self.check(
-            unsafe { lib().ncclCommGetAsyncError(self.raw, &mut st) },
-            "ncclCommGetAsyncError",
-        )?;
+        self.check(unsafe { lib().ncclCommGetAsyncError(self.raw, &mut st) }, "ncclCommGetAsyncError")?;
         self.check(st, "asynchronous NCCL operation")
+    }
+
+    /// Register `mem` as a symmetric window (collective). A NULL window (symmetric memory
+    /// unsupported here) is an error naming the cause, never silently ignored.
+    pub fn window_register(&self, mem: &DevMem) -> Result<ffi::ncclWindow_t> {
+        let mut w: ffi::ncclWindow_t = std::ptr::null_mut();
+        let r = unsafe {
+            lib().ncclCommWindowRegister(self.raw, mem.as_ptr(), mem.bytes, &mut w, ffi::NCCL_WIN_COLL_SYMMETRIC as i32)
+        };
+        self.check(r, "ncclCommWindowRegister")?;
+        if w.is_null() {
+            return Err(Error::new(
+                Exit::Nccl,
+                "ncclCommWindowRegister returned a NULL window: this communicator has no symmetric memory support \
+                 (needs CUDA P2P between all local GPUs, cuMem, NCCL_WIN_ENABLE=1, one NVLink domain or GIN)",
+            )
+            .with_fix("run with -R 0 or -R 1, or check NCCL_WIN_ENABLE / NCCL_CUMEM_ENABLE and nvidia-smi topo -p2p p"));
+        }
+        Ok(w)
+    }
+
+    pub fn window_deregister(&self, w: ffi::ncclWindow_t) {
+        unsafe {
+            let _ = lib().ncclCommWindowDeregister(self.raw, w);
+        }
+    }
+
+    /// Size of the LSA team (ranks reachable by load/store) this rank belongs to.
+    pub fn lsa_size(&self) -> usize {
+        unsafe { lib().ncclTeamLsa(self.raw).nRanks as usize }
     }
 
     /// Whether this library has ncclAlltoAll (2.28+); otherwise grouped send/recv stands in.
@@ -156,36 +184,13 @@ impl Comm {
     ) -> Result<()> {
         let l = lib();
         if let Ok(f) = l.ncclAlltoAll.as_ref() {
-            return self.check(
-                f(send, recv, count, dt, self.raw, stream.cast()),
-                "ncclAlltoAll",
-            );
+            return self.check(f(send, recv, count, dt, self.raw, stream.cast()), "ncclAlltoAll");
         }
         group_start()?;
         for p in 0..self.nranks {
             let off = p * count * elt;
-            self.check(
-                l.ncclSend(
-                    send.byte_add(off),
-                    count,
-                    dt,
-                    p as i32,
-                    self.raw,
-                    stream.cast(),
-                ),
-                "ncclSend",
-            )?;
-            self.check(
-                l.ncclRecv(
-                    recv.byte_add(off),
-                    count,
-                    dt,
-                    p as i32,
-                    self.raw,
-                    stream.cast(),
-                ),
-                "ncclRecv",
-            )?;
+            self.check(l.ncclSend(send.byte_add(off), count, dt, p as i32, self.raw, stream.cast()), "ncclSend")?;
+            self.check(l.ncclRecv(recv.byte_add(off), count, dt, p as i32, self.raw, stream.cast()), "ncclRecv")?;
         }
         group_end()
     }
@@ -200,20 +205,20 @@ impl Drop for Comm {
     }
 }
 
+/// Is GIN usable across these ranks, and if not, why (in NCCL's words)? Asked on a communicator of
+/// its own: a refused GIN request leaves NCCL's per-communicator GIN state failed, which would
+/// break later window registration on the communicator the benchmark uses. Collective.
+pub fn probe_gin(boot: &dyn crate::bootstrap::Bootstrap) -> Result<crate::report::schema::Gin> {
+    let comm = Comm::bootstrap(boot)?;
+    Ok(compat::probe_gin(&comm))
+}
+
 pub fn group_start() -> Result<()> {
-    check(
-        unsafe { lib().ncclGroupStart() },
-        "ncclGroupStart",
-        std::ptr::null_mut(),
-    )
+    check(unsafe { lib().ncclGroupStart() }, "ncclGroupStart", std::ptr::null_mut())
 }
 
 pub fn group_end() -> Result<()> {
-    check(
-        unsafe { lib().ncclGroupEnd() },
-        "ncclGroupEnd",
-        std::ptr::null_mut(),
-    )
+    check(unsafe { lib().ncclGroupEnd() }, "ncclGroupEnd", std::ptr::null_mut())
 }
 
 /// Device memory from ncclMemAlloc (cuMem-backed, as registration and windows require).
@@ -225,16 +230,9 @@ pub struct DevMem {
 impl DevMem {
     pub fn alloc(bytes: usize) -> Result<DevMem> {
         let mut p: *mut c_void = std::ptr::null_mut();
-        check(
-            unsafe { lib().ncclMemAlloc(&mut p, bytes.max(1)) },
-            "ncclMemAlloc",
-            std::ptr::null_mut(),
-        )
-        .map_err(|e| Error::new(e.exit, format!("{} ({bytes} bytes)", e.msg)))?;
-        Ok(DevMem {
-            ptr: p as u64,
-            bytes,
-        })
+        check(unsafe { lib().ncclMemAlloc(&mut p, bytes.max(1)) }, "ncclMemAlloc", std::ptr::null_mut())
+            .map_err(|e| Error::new(e.exit, format!("{} ({bytes} bytes)", e.msg)))?;
+        Ok(DevMem { ptr: p as u64, bytes })
     }
     pub fn as_ptr(&self) -> *mut c_void {
         self.ptr as *mut c_void
@@ -322,10 +320,10 @@ impl Registration {
                     }
                 }
             }
-            Registration::Windows(a, b) => unsafe {
-                let _ = lib().ncclCommWindowDeregister(comm.raw, a);
-                let _ = lib().ncclCommWindowDeregister(comm.raw, b);
-            },
+            Registration::Windows(a, b) => {
+                comm.window_deregister(a);
+                comm.window_deregister(b);
+            }
         }
     }
 }

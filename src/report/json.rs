@@ -18,11 +18,7 @@ pub fn parse(text: &str) -> Result<Run, String> {
     match v.get("schema").and_then(|s| s.as_str()) {
         Some(SCHEMA) => {}
         Some(other) => return Err(format!("schema '{other}' is not {SCHEMA}")),
-        None => {
-            return Err(format!(
-                "no \"schema\" field: not a ginbench results file ({SCHEMA})"
-            ))
-        }
+        None => return Err(format!("no \"schema\" field: not a ginbench results file ({SCHEMA})")),
     }
     serde_json::from_value(v).map_err(|e| format!("invalid {SCHEMA} document: {e}"))
 }

@@ -12,13 +12,7 @@ pub struct Style {
 
 /// nccl-tests' getFloatStr: `%.2f`, else `%.1f`, `%.0f`, then exponent forms, to fit `width`.
 pub fn fit(v: f64, width: usize) -> String {
-    for s in [
-        format!("{v:.2}"),
-        format!("{v:.1}"),
-        format!("{v:.0}"),
-        c_exp(v, 1),
-        c_exp(v, 0),
-    ] {
+    for s in [format!("{v:.2}"), format!("{v:.1}"), format!("{v:.0}"), c_exp(v, 1), c_exp(v, 0)] {
         if s.len() <= width {
             return s;
         }
@@ -73,20 +67,11 @@ pub fn header(style: Style) -> String {
             "", "", "", "", ""
         );
     }
-    let mut cols = format!(
-        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}",
-        "size", "count", "type", "redop", "root"
-    );
-    let mut units = format!(
-        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}",
-        "(B)", "(elements)", "", "", ""
-    );
+    let mut cols = format!("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}", "size", "count", "type", "redop", "root");
+    let mut units = format!("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}", "(B)", "(elements)", "", "", "");
     for _ in 0..2 {
         cols += &format!("  {t:>7}  {:>6}  {:>6}  {:>6}", "algbw", "busbw", "#wrong");
-        units += &format!(
-            "  {:>7}  {:>6}  {:>6}  {:>6}",
-            "(us)", "(GB/s)", "(GB/s)", ""
-        );
+        units += &format!("  {:>7}  {:>6}  {:>6}  {:>6}", "(us)", "(GB/s)", "(GB/s)", "");
         if style.per_iter {
             cols += &format!("  {:>7}  {:>7}", "p50", "p99");
             units += &format!("  {:>7}  {:>7}", "(us)", "(us)");
@@ -127,10 +112,7 @@ fn placement(r: &Row, style: Style) -> String {
 
 /// One size: the out-of-place and in-place measurements on one line (nccl-tests layout).
 pub fn line(out: &Row, inp: &Row, style: Style) -> String {
-    let mut s = format!(
-        "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}",
-        out.size_bytes, out.count, out.dtype, "none", -1
-    );
+    let mut s = format!("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}", out.size_bytes, out.count, out.dtype, "none", -1);
     s += &placement(out, style);
     s += &placement(inp, style);
     s.push('\n');

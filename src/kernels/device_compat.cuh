@@ -1,0 +1,33 @@
+// The one place for device-side differences between NCCL device-API generations.
+//
+// 2.28.x: unversioned ncclDevComm, ncclGin_SignalInc; 2.29+: versioned structs, strong / weak
+// signals (ncclGin_StrongSignalInc / ncclGin_WeakSignalInc). The LSA calls used here
+// (ncclLsaBarrierSession, ncclGetLsaPointer, ncclGetLocalPointer) are the same in both.
+#pragma once
+#include <nccl.h>
+#include <nccl_device.h>
+#include <stdint.h>
+
+#define GB_NCCL_AT_LEAST(x, y, z) (NCCL_VERSION_CODE >= NCCL_VERSION(x, y, z))
+
+// Threads per CTA of every device alltoall kernel (the launch must use the same number).
+#define GB_THREADS 512
+
+__device__ __forceinline__ uint64_t gb_tid() { return uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ uint64_t gb_nthreads() { return uint64_t(gridDim.x) * blockDim.x; }
+
+// 16-byte stores and loads at system scope, relaxed: a 16-byte access is delivered whole over
+// NVLink, which the flag-in-data protocol relies on.
+__device__ __forceinline__ void gb_st_relaxed_sys_v4(uint4* p, uint4 v) {
+  asm volatile("st.relaxed.sys.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ uint4 gb_ld_relaxed_sys_v4(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.relaxed.sys.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}

@@ -1,0 +1,116 @@
+// Alltoall over NVLink through NCCL's device API (LSA: load/store to peers' symmetric windows).
+// Every rank must be in one LSA team (one NVLink domain); ranks are LSA ranks.
+//
+// Layout: rank r's send window holds n blocks of `bytes` each, block p for peer p; block r of
+// peer p's receive window receives it. `bytes` is a multiple of 16 and offsets are 16-byte
+// aligned (the host guarantees both).
+#include "device_compat.cuh"
+
+// nvl-simple (-D 1): the plain kernel nccl-tests has. Entry barrier (peers are inside this launch,
+// so their earlier reads of their receive buffers are done), 4-byte stores into every peer, exit
+// barrier (every peer's stores into us are visible before the kernel ends).
+extern "C" __global__ void __launch_bounds__(GB_THREADS)
+    gb_nvl_simple(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
+                  ncclDevComm dc) {
+  ncclLsaBarrierSession<ncclCoopCta> bar{ncclCoopCta(), dc, ncclTeamLsa(dc), dc.lsaBarrier, blockIdx.x};
+  bar.sync(ncclCoopCta(), cuda::memory_order_acquire);
+  const int me = dc.lsaRank, n = dc.lsaSize;
+  const size_t words = bytes / 4;
+  const uint32_t* src = (const uint32_t*)ncclGetLocalPointer(sendwin, sendoff);
+  for (size_t i = gb_tid(); i < words; i += gb_nthreads()) {
+    for (int p = 0; p < n; p++) {
+      uint32_t* dst = (uint32_t*)ncclGetLsaPointer(recvwin, recvoff, p);
+      dst[me * words + i] = src[p * words + i];
+    }
+  }
+  bar.sync(ncclCoopCta(), cuda::memory_order_release);
+}
+
+// nvl (-D 2): the same barriers; 16-byte vectors, UNROLL loads in flight per lane before the
+// stores, and work items (peer, chunk) dealt round-robin to warps so that consecutive warps feed
+// different peers and every NVLink is busy at once.
+template <int UNROLL>
+__device__ void nvl_push(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
+                         ncclDevComm const& dc) {
+  const int me = dc.lsaRank, n = dc.lsaSize;
+  const size_t vecs = bytes / 16;
+  constexpr size_t CHUNK = UNROLL * 32;
+  const size_t nchunks = (vecs + CHUNK - 1) / CHUNK;
+  const int lane = threadIdx.x & 31;
+  const size_t warp = gb_tid() >> 5, nwarps = gb_nthreads() >> 5;
+  const uint4* src = (const uint4*)ncclGetLocalPointer(sendwin, sendoff);
+  for (size_t w = warp; w < n * nchunks; w += nwarps) {
+    const int p = (me + 1 + int(w % n)) % n;  // start with the next peer: self-copy last
+    const size_t c = w / n;
+    const uint4* s = src + p * vecs + c * CHUNK;
+    uint4* d = (uint4*)ncclGetLsaPointer(recvwin, recvoff, p) + me * vecs + c * CHUNK;
+    const size_t left = vecs - c * CHUNK;
+    if (left >= CHUNK) {
+      uint4 v[UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) v[u] = __ldg(s + u * 32 + lane);
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) d[u * 32 + lane] = v[u];
+    } else {
+      for (size_t i = lane; i < left; i += 32) d[i] = __ldg(s + i);
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(GB_THREADS)
+    gb_nvl(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
+           ncclDevComm dc) {
+  ncclLsaBarrierSession<ncclCoopCta> bar{ncclCoopCta(), dc, ncclTeamLsa(dc), dc.lsaBarrier, blockIdx.x};
+  bar.sync(ncclCoopCta(), cuda::memory_order_acquire);
+  nvl_push<8>(sendwin, sendoff, recvwin, recvoff, bytes, dc);
+  bar.sync(ncclCoopCta(), cuda::memory_order_release);
+}
+
+// nvl-ll (-D 5): low latency, no barrier. Each 16-byte store carries 8 bytes of data and the
+// launch's flag twice ({lo, flag, hi, flag}); the receiver polls its own memory until both flags
+// match, so data and "it has arrived" travel in one NVLink transaction.
+//
+// Staging window (symmetric) on every rank: [2 buffers][n sources][cap bytes]. Launch e uses
+// buffer e % 2 with flag e + 1 (zeroed memory never matches). Two buffers suffice: a sender can
+// start launch e + 2 only after receiving launch e + 1 from every peer, which each peer sends
+// only after it finished launch e, i.e. after it consumed buffer e % 2.
+//
+// The flag lives in device memory per CTA (epochs[blockIdx.x]), advanced by each launch, so a
+// captured CUDA graph replays correctly; every rank must keep the same grid for a given state.
+//
+// In place works: the thread that sends line (p, l) is the one that later writes received line
+// (p, l) to the same address, so it reads the input before overwriting it.
+extern "C" __global__ void __launch_bounds__(GB_THREADS)
+    gb_nvl_ll(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
+              ncclWindow_t llwin, size_t cap, uint32_t* epochs, ncclDevComm dc) {
+  __shared__ uint32_t s_flag;
+  if (threadIdx.x == 0) s_flag = epochs[blockIdx.x] + 1;
+  __syncthreads();
+  const uint32_t flag = s_flag;
+  const size_t buf = flag & 1;
+  const int me = dc.lsaRank, n = dc.lsaSize;
+  const size_t lines = bytes / 8;  // per peer
+  const size_t total = size_t(n) * lines;
+
+  const uint2* src = (const uint2*)ncclGetLocalPointer(sendwin, sendoff);
+  for (size_t g = gb_tid(); g < total; g += gb_nthreads()) {
+    const int p = int(g / lines);
+    const size_t l = g - size_t(p) * lines;
+    const uint2 v = src[g];
+    uint4* slot = (uint4*)ncclGetLsaPointer(llwin, (buf * n + me) * cap, p) + l;
+    gb_st_relaxed_sys_v4(slot, make_uint4(v.x, flag, v.y, flag));
+  }
+  uint2* dst = (uint2*)ncclGetLocalPointer(recvwin, recvoff);
+  for (size_t g = gb_tid(); g < total; g += gb_nthreads()) {
+    const int p = int(g / lines);
+    const size_t l = g - size_t(p) * lines;
+    const uint4* slot = (const uint4*)ncclGetLocalPointer(llwin, (buf * n + p) * cap) + l;
+    uint4 v;
+    do {
+      v = gb_ld_relaxed_sys_v4(slot);
+    } while (v.y != flag || v.w != flag);
+    dst[g] = make_uint2(v.x, v.z);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) epochs[blockIdx.x] = flag;
+}

@@ -23,7 +23,9 @@ pub fn percentiles(samples_us: &[f64]) -> Option<(f64, f64)> {
     if samples_us.is_empty() {
         return None;
     }
-    let mut h = Histogram::<u64>::new(3).expect("3 significant digits is valid");
+    // 1 ns to 1 hour; saturating_record clamps anything beyond (a fixed-bound histogram does not
+    // resize, and an auto-resizing one would clamp to its initial range).
+    let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
     for &s in samples_us {
         h.saturating_record((s * 1000.0).round().max(1.0) as u64);
     }

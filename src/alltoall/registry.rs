@@ -12,8 +12,28 @@ pub struct ImplInfo {
 
 /// Every implementation, in `-D all` order. Adding one means: a Rust file in src/alltoall/,
 /// its kernels in src/kernels/, and a line here plus one in `alltoall::make`.
-pub const IMPLS: &[ImplInfo] =
-    &[ImplInfo { id: 0, name: "host", needs_window: false, about: "ncclAlltoAll (NCCL host API)" }];
+pub const IMPLS: &[ImplInfo] = &[
+    ImplInfo { id: 0, name: "host", needs_window: false, about: "ncclAlltoAll (NCCL host API)" },
+    ImplInfo {
+        id: 1,
+        name: "nvl-simple",
+        needs_window: true,
+        about: "NVLink (LSA) 4-byte stores between LSA barriers (nccl-tests -D 1)",
+    },
+    ImplInfo {
+        id: 2,
+        name: "nvl",
+        needs_window: true,
+        about: "NVLink (LSA) 16-byte vectors, unrolled, warps spread over peers (nccl-tests -D 2)",
+    },
+    ImplInfo {
+        id: 5,
+        name: "nvl-ll",
+        needs_window: true,
+        about: "NVLink low latency: flag-in-data 16-byte stores, no barrier, double-buffered",
+    },
+    ImplInfo { id: 6, name: "auto", needs_window: true, about: "per size: nvl-ll for small blocks, nvl for large" },
+];
 
 /// Resolve a `-D` value: comma-separated numbers or names, or `all`.
 pub fn resolve(spec: &str) -> Result<Vec<&'static ImplInfo>> {

@@ -10,9 +10,13 @@ use crate::nccl::{self, Comm, DevMem, Registration};
 use crate::report::schema::{self, Env, Gpu as GpuInfo, NcclInfo, Row, Run, Summary, Tool};
 use crate::report::{csv, json, table};
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 const PROG: &str = "alltoall_perf";
 const GIB: u64 = 1 << 30;
+
+/// Set when rank 0's thread has finished (written its results), in thread mode.
+static RANK0_DONE: AtomicBool = AtomicBool::new(false);
 
 /// Run the benchmark on every rank; returns the process exit code.
 pub fn main(cfg: Config) -> Result<Exit> {
@@ -43,9 +47,27 @@ pub fn main(cfg: Config) -> Result<Exit> {
         .map(|b| {
             let cfg = cfg.clone();
             std::thread::spawn(move || {
-                let dev = b.rank();
-                // A failed rank would leave the others waiting in a collective: stop the process.
-                run_rank(&b, &cfg, dev).unwrap_or_else(|e| die(PROG, &e))
+                let rank = b.rank();
+                let res = run_rank(&b, &cfg, rank);
+                if rank == 0 {
+                    RANK0_DONE.store(true, Ordering::SeqCst);
+                }
+                match res {
+                    Ok(code) => code,
+                    // Rank 0 has written what it has; the other ranks may be stuck: stop here.
+                    Err(e) if rank == 0 => die(PROG, &e),
+                    // Another rank failing would leave the rest waiting in a collective: stop the
+                    // process.
+                    Err(e) => {
+                        eprintln!("{PROG}: error: rank {rank}: {e}");
+                        // Gives rank 0 a moment to write its results file.
+                        let t0 = std::time::Instant::now();
+                        while !RANK0_DONE.load(Ordering::SeqCst) && t0.elapsed().as_secs() < 10 {
+                            std::thread::sleep(std::time::Duration::from_millis(50));
+                        }
+                        std::process::exit(e.exit as i32)
+                    }
+                }
             })
         })
         .collect();
@@ -212,6 +234,9 @@ fn warm_up(r: &Rank, imp: &dyn super::Impl, cfg: &Config, sweep: &[u64]) -> Resu
     let n = r.boot.size() as u64;
     for &size in [sweep.first(), sweep.last()].into_iter().flatten() {
         let count = sizes::alltoall_count(size, cfg.dtype.size(), n);
+        if imp.unsupported(count * cfg.dtype.size()).is_some() {
+            continue;
+        }
         for _ in 0..cfg.warmup.max(1) {
             imp.launch(r, r.send.ptr, r.recv.ptr, count)?;
         }

@@ -2,7 +2,7 @@
 //! device API. Kernels in src/kernels/nvl.cu.
 use super::{Impl, InPlace, Rank};
 use crate::error::Result;
-use crate::nccl::{compat::DevComm, compat, ffi, DevMem};
+use crate::nccl::{compat, compat::DevComm, ffi, DevMem};
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
 
 // The kernels take the device communicator by value.

@@ -147,7 +147,9 @@ impl Comm {
                 "ncclCommWindowRegister returned a NULL window: this communicator has no symmetric memory support \
                  (needs CUDA P2P between all local GPUs, cuMem, NCCL_WIN_ENABLE=1, one NVLink domain or GIN)",
             )
-            .with_fix("run with -R 0 or -R 1, or check NCCL_WIN_ENABLE / NCCL_CUMEM_ENABLE and nvidia-smi topo -p2p p"));
+            .with_fix(
+                "run with -R 0 or -R 1, or check NCCL_WIN_ENABLE / NCCL_CUMEM_ENABLE and nvidia-smi topo -p2p p",
+            ));
         }
         Ok(w)
     }

@@ -71,6 +71,7 @@ pub fn make(info: &ImplInfo, r: &Rank) -> Result<std::result::Result<Box<dyn Imp
         "host" => Ok(Box::new(host::Host)),
         "nvl-simple" => nvl::Nvl::new(nvl::Kind::Simple, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
         "nvl" => nvl::Nvl::new(nvl::Kind::Vector, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
+        "nvl-pull" => nvl::Nvl::new(nvl::Kind::Pull, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
         "nvl-ll" => nvl::Nvl::new(nvl::Kind::LowLatency, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
         "auto" => auto::Auto::new(r)?.map(|i| Box::new(i) as Box<dyn Impl>),
         other => return Err(Error::internal(format!("implementation '{other}' is registered but not built"))),

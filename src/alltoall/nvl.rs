@@ -1,4 +1,4 @@
-//! `nvl-simple` (-D 1), `nvl` (-D 2) and `nvl-ll` (-D 5): alltoall over NVLink through NCCL's
+//! `nvl-simple` (-D 1), `nvl` (-D 2), `nvl-ll` (-D 5) and `nvl-pull` (-D 7): alltoall over NVLink through NCCL's
 //! device API. Kernels in src/kernels/nvl.cu.
 use super::{Impl, InPlace, Rank};
 use crate::error::Result;
@@ -19,6 +19,7 @@ const LL_CAP: u64 = 128 << 10;
 pub enum Kind {
     Simple,
     Vector,
+    Pull,
     LowLatency,
 }
 
@@ -27,6 +28,7 @@ impl Kind {
         match self {
             Kind::Simple => "gb_nvl_simple",
             Kind::Vector => "gb_nvl",
+            Kind::Pull => "gb_nvl_pull",
             Kind::LowLatency => "gb_nvl_ll",
         }
     }
@@ -34,7 +36,7 @@ impl Kind {
     fn default_ctas(self) -> u32 {
         match self {
             Kind::Simple => 16,
-            Kind::Vector => 32,
+            Kind::Vector | Kind::Pull => 32,
             Kind::LowLatency => 8,
         }
     }
@@ -113,6 +115,7 @@ impl Impl for Nvl {
     fn in_place(&self, _: u64) -> InPlace {
         match self.kind {
             Kind::LowLatency => InPlace::Checked,
+            Kind::Pull => InPlace::Unsupported("peers read blocks that this rank's own pulls overwrite"),
             _ => InPlace::Unsupported(
                 "push kernels store into peers' buffers while those peers may not have sent the blocks there yet",
             ),

@@ -32,6 +32,12 @@ pub const IMPLS: &[ImplInfo] = &[
         needs_window: true,
         about: "NVLink low latency: flag-in-data 16-byte stores, no barrier, double-buffered",
     },
+    ImplInfo {
+        id: 7,
+        name: "nvl-pull",
+        needs_window: true,
+        about: "NVLink (LSA) pull: 16-byte vector loads from peers' send windows",
+    },
     ImplInfo { id: 6, name: "auto", needs_window: true, about: "per size: nvl-ll for small blocks, nvl for large" },
 ];
 

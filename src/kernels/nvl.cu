@@ -66,6 +66,45 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   bar.sync(ncclCoopCta(), cuda::memory_order_release);
 }
 
+// nvl-pull (-D 7): the same barriers, but each rank reads its blocks from the peers' send
+// windows and writes them locally: NVLink carries reads instead of posted writes.
+template <int UNROLL>
+__device__ void nvl_pull(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
+                         ncclDevComm const& dc) {
+  const int me = dc.lsaRank, n = dc.lsaSize;
+  const size_t vecs = bytes / 16;
+  constexpr size_t CHUNK = UNROLL * 32;
+  const size_t nchunks = (vecs + CHUNK - 1) / CHUNK;
+  const int lane = threadIdx.x & 31;
+  const size_t warp = gb_tid() >> 5, nwarps = gb_nthreads() >> 5;
+  uint4* dst = (uint4*)ncclGetLocalPointer(recvwin, recvoff);
+  for (size_t w = warp; w < n * nchunks; w += nwarps) {
+    const int p = (me + 1 + int(w % n)) % n;
+    const size_t c = w / n;
+    const uint4* s = (const uint4*)ncclGetLsaPointer(sendwin, sendoff, p) + me * vecs + c * CHUNK;
+    uint4* d = dst + p * vecs + c * CHUNK;
+    const size_t left = vecs - c * CHUNK;
+    if (left >= CHUNK) {
+      uint4 v[UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) v[u] = s[u * 32 + lane];
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) d[u * 32 + lane] = v[u];
+    } else {
+      for (size_t i = lane; i < left; i += 32) d[i] = s[i];
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(GB_THREADS)
+    gb_nvl_pull(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
+                ncclDevComm dc) {
+  ncclLsaBarrierSession<ncclCoopCta> bar{ncclCoopCta(), dc, ncclTeamLsa(dc), dc.lsaBarrier, blockIdx.x};
+  bar.sync(ncclCoopCta(), cuda::memory_order_acquire);
+  nvl_pull<8>(sendwin, sendoff, recvwin, recvoff, bytes, dc);
+  bar.sync(ncclCoopCta(), cuda::memory_order_release);
+}
+
 // nvl-ll (-D 5): low latency, no barrier. Each 16-byte store carries 8 bytes of data and the
 // launch's flag twice ({lo, flag, hi, flag}); the receiver polls its own memory until both flags
 // match, so data and "it has arrived" travel in one NVLink transaction.

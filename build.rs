@@ -70,7 +70,6 @@ fn main() {
         fail(&format!("NCCL headers {code} are older than 2.28.7, the first with the device API and GIN"));
     }
     println!("cargo:rustc-env=GINBENCH_NCCL_HEADER_VERSION={code}");
-    println!("cargo:rustc-env=GINBENCH_NCCL_HEADER_PATH={}", nccl_inc.display());
     // 2.29.2 versioned the device-API structs (size/magic/version, *_INITIALIZER macros).
     if code >= 22902 {
         println!("cargo:rustc-cfg=nccl_versioned_structs");

@@ -19,7 +19,7 @@ Exit codes: 0 ok, 1 internal error, 2 CUDA error, 3 NCCL error, 4 timeout, 5 not
 Environment: GINBENCH_NCCL_LIB=/path/libnccl.so.2 chooses the NCCL library (see README).";
 
 #[derive(Parser, Debug, Clone)]
-#[command(name = "alltoall_perf", version, about = "Alltoall bandwidth and latency (nccl-tests compatible)", after_help = AFTER_HELP)]
+#[command(name = "alltoall_perf", version, about = "Alltoall bandwidth and latency (nccl-tests compatible)", after_help = AFTER_HELP, args_override_self = true)]
 pub struct Args {
     /// Host threads per process (each drives -g GPUs)
     #[arg(short = 't', long = "nthreads", default_value_t = 1)]
@@ -245,6 +245,9 @@ mod tests {
         assert_eq!(c.local_ranks, 4);
         assert_eq!(c.graph_launches, 3);
         assert!(c.per_iter);
+        // a later flag wins, so scripts can append overrides
+        let c = cfg(&["-e", "1G", "-e", "2G"]).unwrap();
+        assert_eq!(c.max_bytes, 2 << 30);
     }
 
     #[test]

@@ -125,3 +125,24 @@ impl Gpu {
         self.stream.cu_stream() as *mut std::ffi::c_void
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::embedded::FATBINS;
+
+    /// build.rs compiled every kernel file into a fatbin holding the kernels the Rust side loads
+    /// by name (names are in the fatbin's ELF symbol tables).
+    #[test]
+    fn kernels_are_compiled_and_embedded() {
+        let find = |module: &str| FATBINS.iter().find(|(m, _)| *m == module).map(|(_, b)| *b).unwrap();
+        let has = |bin: &[u8], name: &str| bin.windows(name.len()).any(|w| w == name.as_bytes());
+        let check = find("check");
+        for k in ["gb_fill_u8", "gb_poison_u32", "gb_verify_u64"] {
+            assert!(has(check, k), "check.fatbin lacks {k}");
+        }
+        let nvl = find("nvl");
+        for k in ["gb_nvl_simple", "gb_nvl_pull", "gb_nvl_ll", "gb_nvl"] {
+            assert!(has(nvl, k), "nvl.fatbin lacks {k}");
+        }
+    }
+}

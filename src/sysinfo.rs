@@ -15,7 +15,6 @@ pub struct NodeReport {
     pub p2p: Vec<Vec<bool>>,
     /// `nvidia-smi topo -m`, when nvidia-smi is there.
     pub topo: Option<String>,
-    pub header_path: String,
 }
 
 pub fn collect() -> NodeReport {
@@ -71,7 +70,7 @@ pub fn collect() -> NodeReport {
         .ok()
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
-    NodeReport { env, problems, p2p, topo, header_path: env!("GINBENCH_NCCL_HEADER_PATH").into() }
+    NodeReport { env, problems, p2p, topo }
 }
 
 fn peer_matrix(n: usize) -> Vec<Vec<bool>> {
@@ -131,9 +130,8 @@ pub fn render(r: &NodeReport) -> String {
     let mut s = String::new();
     s += &format!("host          {}\n", e.hosts.join(", "));
     s += &format!(
-        "nccl          headers {} ({}), library {} ({})\n",
+        "nccl          headers {} (compiled in), library {} ({})\n",
         nccl::version_string(e.nccl.header),
-        r.header_path,
         if e.nccl.library > 0 { nccl::version_string(e.nccl.library) } else { "not loaded".into() },
         if e.nccl.path.is_empty() { "-" } else { &e.nccl.path }
     );

@@ -20,6 +20,9 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Check the MPI bootstrap: run under mpirun / srun; every rank exchanges bytes with every
+    /// other and reports its rank, host and local rank. No GPU needed.
+    MpiCheck,
 }
 
 fn main() {
@@ -43,5 +46,9 @@ fn main() {
             }
             std::process::exit(if r.problems.is_empty() { 0 } else { Exit::Environment as i32 });
         }
+        Cmd::MpiCheck => match ginbench::bootstrap::check::run() {
+            Ok(line) => println!("{line}"),
+            Err(e) => die(PROG, &e),
+        },
     }
 }

@@ -100,7 +100,6 @@ pub fn load() -> Result<&'static Nccl> {
         return Ok(n);
     }
     let want = header_version();
-    let headers = env!("GINBENCH_NCCL_HEADER_PATH");
     let mismatch_fix = format!(
         "set GINBENCH_NCCL_LIB to a libnccl.so.2 of NCCL {}, or rebuild with NCCL_HOME pointing at the NCCL you run",
         version_string(want)
@@ -113,7 +112,7 @@ pub fn load() -> Result<&'static Nccl> {
         if v != want {
             return Err(Error::env(
                 format!(
-                    "NCCL version mismatch: the kernels were compiled against NCCL {} headers ({headers}) but GINBENCH_NCCL_LIB={p} is NCCL {}",
+                    "NCCL version mismatch: the kernels were compiled against NCCL {} headers but GINBENCH_NCCL_LIB={p} is NCCL {}",
                     version_string(want),
                     version_string(v)
                 ),
@@ -123,31 +122,56 @@ pub fn load() -> Result<&'static Nccl> {
         let path = resolved_path(&lib, &p);
         return Ok(NCCL.get_or_init(|| Nccl { lib, path, version: v }));
     }
-    let mut seen = vec![];
+    let mut found = vec![];
     for (path, origin) in candidates() {
-        match open(&path) {
-            Ok((lib, v)) if v == want => {
-                let path = resolved_path(&lib, &path);
-                return Ok(NCCL.get_or_init(|| Nccl { lib, path, version: v }));
+        if let Ok((lib, v)) = open(&path) {
+            let resolved = resolved_path(&lib, &path);
+            if v == want {
+                return Ok(NCCL.get_or_init(|| Nccl { lib, path: resolved, version: v }));
             }
-            Ok((lib, v)) => {
-                seen.push(format!("{} = NCCL {} ({origin})", resolved_path(&lib, &path), version_string(v)))
-            }
-            Err(_) => {}
+            found.push((resolved, origin, v));
         }
     }
-    if seen.is_empty() {
-        return Err(Error::env(
+    Err(no_match(want, &found))
+}
+
+/// The error when no candidate has the header version: none found at all, or which were found.
+fn no_match(want: u32, found: &[(String, &str, u32)]) -> Error {
+    if found.is_empty() {
+        return Error::env(
             "no libnccl.so.2 found (GINBENCH_NCCL_LIB, NCCL_HOME/lib, the build-time NCCL, python nvidia.nccl, LD_LIBRARY_PATH)",
             "pip install nvidia-nccl-cu13 or set GINBENCH_NCCL_LIB=/path/to/libnccl.so.2",
-        ));
+        );
     }
-    Err(Error::env(
+    let seen: Vec<String> =
+        found.iter().map(|(p, origin, v)| format!("{p} = NCCL {} ({origin})", version_string(*v))).collect();
+    Error::env(
         format!(
-            "NCCL version mismatch: the kernels were compiled against NCCL {} headers ({headers}); found only {}",
+            "NCCL version mismatch: the kernels were compiled against NCCL {} headers; found only {}",
             version_string(want),
             seen.join("; ")
         ),
-        mismatch_fix,
-    ))
+        format!(
+            "set GINBENCH_NCCL_LIB to a libnccl.so.2 of NCCL {}, or rebuild with NCCL_HOME pointing at the NCCL you run",
+            version_string(want)
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_and_mismatch_messages() {
+        assert_eq!(version_string(22809), "2.28.9");
+        assert_eq!(version_string(23203), "2.32.3");
+        let e = no_match(22809, &[("/usr/lib/libnccl.so.2".into(), "dynamic loader search", 22803)]);
+        assert_eq!(e.exit, crate::error::Exit::Environment);
+        assert!(e.msg.contains("NCCL version mismatch"), "{e}");
+        assert!(e.msg.contains("2.28.9 headers"), "{e}");
+        assert!(e.msg.contains("/usr/lib/libnccl.so.2 = NCCL 2.28.3"), "{e}");
+        assert!(e.fix.unwrap().contains("GINBENCH_NCCL_LIB"));
+        assert!(no_match(22809, &[]).msg.contains("no libnccl.so.2 found"));
+    }
 }

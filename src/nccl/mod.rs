@@ -154,10 +154,10 @@ impl Comm {
         Ok(w)
     }
 
-    pub fn window_deregister(&self, w: ffi::ncclWindow_t) {
-        unsafe {
-            let _ = lib().ncclCommWindowDeregister(self.raw, w);
-        }
+    /// # Safety
+    /// `w` must be a window registered on this communicator, not used afterwards.
+    pub unsafe fn window_deregister(&self, w: ffi::ncclWindow_t) {
+        let _ = lib().ncclCommWindowDeregister(self.raw, w);
     }
 
     /// Size of the LSA team (ranks reachable by load/store) this rank belongs to.
@@ -322,10 +322,10 @@ impl Registration {
                     }
                 }
             }
-            Registration::Windows(a, b) => {
+            Registration::Windows(a, b) => unsafe {
                 comm.window_deregister(a);
                 comm.window_deregister(b);
-            }
+            },
         }
     }
 }

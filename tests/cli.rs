@@ -1,0 +1,105 @@
+//! The binaries on a machine without GPUs: bad input gets one line and its exit code, never a
+//! panic; `--help` documents the flags; no GPU / no NCCL is exit 8.
+use std::process::{Command, Output};
+
+fn run(bin: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(bin);
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("binary runs")
+}
+
+const A2A: &str = env!("CARGO_BIN_EXE_alltoall_perf");
+const GB: &str = env!("CARGO_BIN_EXE_ginbench");
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_6() {
+    for (args, needle) in [
+        (vec!["-b", "2G", "-e", "1G"], "larger than maximum"),
+        (vec!["-f", "0"], "step factor -f is 0"),
+        (vec!["-e", "4Q"], "unknown size suffix 'Q'"),
+        (vec!["-D", "teleport"], "unknown implementation 'teleport'"),
+        (vec!["-D", "nvl"], "add -R 2"),
+        (vec!["-D", "2", "-R", "1"], "add -R 2"),
+        (vec!["--bogus"], "--bogus"),
+        (vec!["-V", "5000"], "-V 5000"),
+    ] {
+        let o = run(A2A, &args, &[]);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(6), "{args:?}: {e}");
+        assert!(e.contains(needle), "{args:?}: {e}");
+        assert!(e.starts_with("alltoall_perf: error: "), "{args:?}: {e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "{args:?}: {e}");
+        assert!(!e.contains("panicked"), "{args:?}: {e}");
+    }
+}
+
+#[test]
+fn help_lists_every_flag_and_exit_codes() {
+    let o = run(A2A, &["--help"], &[]);
+    assert_eq!(o.status.code(), Some(0));
+    let h = String::from_utf8_lossy(&o.stdout);
+    for f in [
+        "-b", "-e", "-i", "-f", "-n", "-w", "-c", "-d", "-z", "-G", "-a", "-T", "-R", "-D", "-V", "-t", "-g", "-J",
+        "-m", "-N", "-C", "-I", "--csv",
+    ] {
+        assert!(h.contains(&format!("{f} ")) || h.contains(&format!("{f},")), "--help lacks {f}");
+    }
+    assert!(h.contains("Exit codes"));
+    let o = run(A2A, &["--list-impls"], &[]);
+    let l = String::from_utf8_lossy(&o.stdout);
+    for i in ["host", "nvl-simple", "nvl", "nvl-ll", "nvl-pull", "auto"] {
+        assert!(l.contains(i), "{l}");
+    }
+}
+
+fn no_gpu() -> bool {
+    !std::path::Path::new("/dev/nvidia0").exists()
+}
+
+#[test]
+fn no_gpu_is_exit_8_with_a_reason() {
+    if !no_gpu() {
+        return; // this test is about machines without GPUs
+    }
+    let o = run(A2A, &["-b", "8", "-e", "1M"], &[]);
+    assert_eq!(o.status.code(), Some(8), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no CUDA driver"), "{}", stderr(&o));
+    let o = run(GB, &["env", "--json"], &[]);
+    assert_eq!(o.status.code(), Some(8));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("env --json prints JSON");
+    assert!(v["network"]["kind"].is_string());
+    assert!(v["gin"]["reason"].is_string());
+}
+
+#[test]
+fn nccl_library_is_chosen_deliberately() {
+    // An explicit library that cannot be loaded: exit 8 naming it.
+    let o = run(A2A, &["-b", "8"], &[("GINBENCH_NCCL_LIB", "/nonexistent/libnccl.so.2")]);
+    assert_eq!(o.status.code(), Some(8), "{}", stderr(&o));
+    assert!(stderr(&o).contains("GINBENCH_NCCL_LIB=/nonexistent/libnccl.so.2"), "{}", stderr(&o));
+    // A library of another version than the headers: refused, naming both versions.
+    let Ok(other) = std::env::var("GINBENCH_TEST_OTHER_NCCL") else { return };
+    let o = run(A2A, &["-b", "8"], &[("GINBENCH_NCCL_LIB", other.as_str())]);
+    assert_eq!(o.status.code(), Some(8), "{}", stderr(&o));
+    assert!(stderr(&o).contains("NCCL version mismatch"), "{}", stderr(&o));
+}
+
+#[test]
+fn nccl_found_and_matching_when_the_toolchain_has_one() {
+    // ci/setup keeps the library of the pinned NCCL beside its headers; the loader must find it
+    // and report the same version as the headers (ncclGetVersion needs no GPU).
+    if std::env::var_os("NCCL_HOME").is_none() {
+        return;
+    }
+    let o = run(GB, &["env", "--json"], &[]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("env --json prints JSON");
+    assert_eq!(v["nccl"]["library"], v["nccl"]["header"], "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(v["nccl"]["path"].as_str().unwrap().ends_with("libnccl.so.2"));
+}

@@ -310,7 +310,7 @@ fn measure(
                 // In place the buffer holds the input; every block but our own must still change.
                 checker.poison(&r.gpu, recv, count, n as u32, seed, rank)?;
             }
-            imp.launch(r, send, recv, count)?;
+            harness::run_once(&r.gpu, cfg.graph_launches > 0, &mut || imp.launch(r, send, recv, count))?;
             wrong += checker.verify(&r.gpu, recv, count, n as u32, seed, rank)?;
             if wrong > 0 {
                 break;

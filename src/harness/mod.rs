@@ -84,6 +84,22 @@ pub fn time_loop(
     Ok(Timing { mean_us, cpu_us: cpu / total_ops, samples_us })
 }
 
+/// Run `op` once: directly, or (`graph`) captured into a CUDA graph and replayed, so that `-G`
+/// runs are checked the way they are timed. Returns after the GPU finished.
+pub fn run_once(gpu: &Gpu, graph: bool, op: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+    if !graph {
+        op()?;
+    } else {
+        gpu.stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+        let captured = op();
+        let g = gpu.stream.end_capture(sys::CUgraphInstantiate_flags(0));
+        captured?;
+        g?.ok_or_else(|| Error::internal("CUDA graph capture produced no graph"))?.launch()?;
+    }
+    gpu.stream.synchronize()?;
+    Ok(())
+}
+
 fn time_graph(
     gpu: &Gpu,
     boot: &dyn Bootstrap,

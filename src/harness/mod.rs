@@ -89,13 +89,16 @@ pub fn time_loop(
 pub fn run_once(gpu: &Gpu, graph: bool, op: &mut dyn FnMut() -> Result<()>) -> Result<()> {
     if !graph {
         op()?;
-    } else {
-        gpu.stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        let captured = op();
-        let g = gpu.stream.end_capture(sys::CUgraphInstantiate_flags(0));
-        captured?;
-        g?.ok_or_else(|| Error::internal("CUDA graph capture produced no graph"))?.launch()?;
+        gpu.stream.synchronize()?;
+        return Ok(());
     }
+    gpu.stream.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    let captured = op();
+    let g = gpu.stream.end_capture(sys::CUgraphInstantiate_flags(0));
+    captured?;
+    let g = g?.ok_or_else(|| Error::internal("CUDA graph capture produced no graph"))?;
+    g.launch()?;
+    // The graph is destroyed when `g` drops: only after it ran.
     gpu.stream.synchronize()?;
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! Alltoall: the implementations (one file each) and the benchmark that sweeps them.
 pub mod auto;
 pub mod bench;
+pub mod ce;
 pub mod host;
 pub mod nvl;
 pub mod registry;
@@ -73,6 +74,7 @@ pub fn make(info: &ImplInfo, r: &Rank) -> Result<std::result::Result<Box<dyn Imp
         "nvl" => nvl::Nvl::new(nvl::Kind::Vector, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
         "nvl-pull" => nvl::Nvl::new(nvl::Kind::Pull, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
         "nvl-ll" => nvl::Nvl::new(nvl::Kind::LowLatency, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
+        "nvl-ce" => ce::Ce::new(r)?.map(|i| Box::new(i) as Box<dyn Impl>),
         "auto" => auto::Auto::new(r)?.map(|i| Box::new(i) as Box<dyn Impl>),
         other => return Err(Error::internal(format!("implementation '{other}' is registered but not built"))),
     })

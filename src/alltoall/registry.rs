@@ -38,6 +38,12 @@ pub const IMPLS: &[ImplInfo] = &[
         needs_window: true,
         about: "NVLink (LSA) pull: 16-byte vector loads from peers' send windows",
     },
+    ImplInfo {
+        id: 8,
+        name: "nvl-ce",
+        needs_window: true,
+        about: "NVLink by the copy engines: one async copy per peer into its window, between LSA barriers",
+    },
     ImplInfo { id: 6, name: "auto", needs_window: true, about: "per size: nvl-ll for small blocks, nvl for large" },
 ];
 

@@ -1,6 +1,6 @@
 //! What the machine is: network devices, relevant variables, GIN hints. Shared by `ginbench env`
 //! and the `env` object of every results file.
-use crate::report::schema::{NetDevice, Network};
+use crate::report::schema::{Gin, NetDevice, Network};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
@@ -55,6 +55,15 @@ pub fn gin_network_hint(net: &Network) -> String {
         "efa" | "ib" | "roce" => String::new(),
         _ => "no RDMA NIC (no IB, RoCE or EFA device under /sys/class/infiniband): GIN needs one".into(),
     }
+}
+
+/// NCCL's answer about GIN, completed by what the network says when GIN is unavailable.
+pub fn gin_with_hint(mut gin: Gin, net: &Network) -> Gin {
+    let hint = gin_network_hint(net);
+    if gin.kind == "none" && !hint.is_empty() {
+        gin.reason = if gin.reason.is_empty() { hint } else { format!("{}; {hint}", gin.reason) };
+    }
+    gin
 }
 
 /// The variables that change NCCL's and libfabric's behaviour, recorded with every run.

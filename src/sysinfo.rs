@@ -39,8 +39,7 @@ pub fn collect() -> NodeReport {
             false
         }
     };
-    let hint = crate::envinfo::gin_network_hint(&network);
-    env.gin = Gin { kind: "none".into(), reason: hint.clone() };
+    env.gin = crate::envinfo::gin_with_hint(Gin { kind: "none".into(), reason: String::new() }, &network);
     let mut p2p = vec![];
     match cuda::device_count() {
         Err(e) => problems.push(e.to_string()),
@@ -53,10 +52,7 @@ pub fn collect() -> NodeReport {
                 match probe_node(n) {
                     Ok((gpus, gin)) => {
                         env.gpus = gpus;
-                        env.gin = gin;
-                        if env.gin.kind == "none" && !hint.is_empty() {
-                            env.gin.reason = format!("{}; {hint}", env.gin.reason);
-                        }
+                        env.gin = crate::envinfo::gin_with_hint(gin, &network);
                     }
                     Err(e) => problems.push(format!("probing GPUs through NCCL: {e}")),
                 }

@@ -153,6 +153,7 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
     watchdog::beat();
 
     let lib = nccl::load()?;
+    let network = crate::envinfo::network();
     let env = Env {
         ranks: n,
         hosts: unique_hosts(&gpus),
@@ -160,16 +161,8 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
         driver: cuda::kernel_driver_version(),
         cuda: cuda::driver_cuda_version().unwrap_or_default(),
         nccl: NcclInfo { header: nccl::header_version(), library: lib.version, path: lib.path.clone() },
-        gin: {
-            let net = crate::envinfo::network();
-            let hint = crate::envinfo::gin_network_hint(&net);
-            let mut g = gin;
-            if g.kind == "none" && !hint.is_empty() {
-                g.reason = format!("{}; {hint}", g.reason);
-            }
-            g
-        },
-        network: crate::envinfo::network(),
+        gin: crate::envinfo::gin_with_hint(gin, &network),
+        network,
         vars: crate::envinfo::vars(),
     };
     let mut out = Output::new(rank == 0, cfg, env, started_at);

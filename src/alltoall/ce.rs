@@ -19,12 +19,10 @@ pub struct Ce {
 impl Ce {
     /// Collective. Skips (inner Err) unless every rank is in one LSA team.
     pub fn new(r: &Rank) -> Result<std::result::Result<Ce, String>> {
-        let (n, lsa) = (r.boot.size(), r.comm.lsa_size());
-        if lsa != n {
-            return Ok(Err(format!(
-                "needs every rank in one NVLink (LSA) domain; the LSA team has {lsa} of {n} ranks"
-            )));
+        if let Some(why) = r.not_one_lsa_team() {
+            return Ok(Err(why));
         }
+        let n = r.boot.size();
         let mut reqs = compat::requirements();
         reqs.lsaBarrierCount = 1;
         let dev = DevComm::create(&r.comm, &reqs)?;

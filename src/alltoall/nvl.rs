@@ -73,12 +73,10 @@ pub struct Nvl {
 impl Nvl {
     /// Collective. Skips (inner Err) unless every rank is in one LSA team.
     pub fn new(kind: Kind, r: &Rank) -> Result<std::result::Result<Nvl, String>> {
-        let (n, lsa) = (r.boot.size(), r.comm.lsa_size());
-        if lsa != n {
-            return Ok(Err(format!(
-                "needs every rank in one NVLink (LSA) domain; the LSA team has {lsa} of {n} ranks (use gin or hybrid across nodes)"
-            )));
+        if let Some(why) = r.not_one_lsa_team() {
+            return Ok(Err(why));
         }
+        let n = r.boot.size();
         let ctas = if r.ctas > 0 { r.ctas } else { kind.default_ctas() };
         let mut reqs = compat::requirements();
         // One LSA barrier per CTA (the LL kernel has none, but a devComm needs no barrier to exist).

@@ -29,8 +29,10 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 // nvl (-D 2): the same barriers; 16-byte vectors, UNROLL loads in flight per lane before the
 // stores, and work items (peer, chunk) dealt round-robin to warps so that consecutive warps feed
 // different peers and every NVLink is busy at once.
-template <int UNROLL>
-__device__ void nvl_push(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
+// nvl-pull (-D 7): the same, but each rank reads its blocks from the peers' send windows and
+// writes them locally, so NVLink carries reads instead of posted writes.
+template <int UNROLL, bool PULL>
+__device__ void nvl_copy(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
                          ncclDevComm const& dc) {
   const int me = dc.lsaRank, n = dc.lsaSize;
   const size_t vecs = bytes / 16;
@@ -38,71 +40,52 @@ __device__ void nvl_push(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recv
   const size_t nchunks = (vecs + CHUNK - 1) / CHUNK;
   const int lane = threadIdx.x & 31;
   const size_t warp = gb_tid() >> 5, nwarps = gb_nthreads() >> 5;
-  const uint4* src = (const uint4*)ncclGetLocalPointer(sendwin, sendoff);
   for (size_t w = warp; w < n * nchunks; w += nwarps) {
-    const int p = (me + 1 + int(w % n)) % n;  // start with the next peer: self-copy last
+    const int p = (me + 1 + int(w % n)) % n;  // start with the next peer: the local block last
     const size_t c = w / n;
-    const uint4* s = src + p * vecs + c * CHUNK;
-    uint4* d = (uint4*)ncclGetLsaPointer(recvwin, recvoff, p) + me * vecs + c * CHUNK;
+    const uint4* s;
+    uint4* d;
+    if (PULL) {
+      s = (const uint4*)ncclGetLsaPointer(sendwin, sendoff, p) + me * vecs + c * CHUNK;
+      d = (uint4*)ncclGetLocalPointer(recvwin, recvoff) + p * vecs + c * CHUNK;
+    } else {
+      s = (const uint4*)ncclGetLocalPointer(sendwin, sendoff) + p * vecs + c * CHUNK;
+      d = (uint4*)ncclGetLsaPointer(recvwin, recvoff, p) + me * vecs + c * CHUNK;
+    }
+    // Local sources are read-only for the whole kernel: the non-coherent path is safe for them.
+    auto load = [&](size_t i) { return PULL ? s[i] : __ldg(s + i); };
     const size_t left = vecs - c * CHUNK;
     if (left >= CHUNK) {
       uint4 v[UNROLL];
 #pragma unroll
-      for (int u = 0; u < UNROLL; u++) v[u] = __ldg(s + u * 32 + lane);
+      for (int u = 0; u < UNROLL; u++) v[u] = load(u * 32 + lane);
 #pragma unroll
       for (int u = 0; u < UNROLL; u++) d[u * 32 + lane] = v[u];
     } else {
-      for (size_t i = lane; i < left; i += 32) d[i] = __ldg(s + i);
+      for (size_t i = lane; i < left; i += 32) d[i] = load(i);
     }
   }
+}
+
+template <bool PULL>
+__device__ void nvl_barriered(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff,
+                              size_t bytes, ncclDevComm const& dc) {
+  ncclLsaBarrierSession<ncclCoopCta> bar{ncclCoopCta(), dc, ncclTeamLsa(dc), dc.lsaBarrier, blockIdx.x};
+  bar.sync(ncclCoopCta(), cuda::memory_order_acquire);
+  nvl_copy<8, PULL>(sendwin, sendoff, recvwin, recvoff, bytes, dc);
+  bar.sync(ncclCoopCta(), cuda::memory_order_release);
 }
 
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_nvl(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
            ncclDevComm dc) {
-  ncclLsaBarrierSession<ncclCoopCta> bar{ncclCoopCta(), dc, ncclTeamLsa(dc), dc.lsaBarrier, blockIdx.x};
-  bar.sync(ncclCoopCta(), cuda::memory_order_acquire);
-  nvl_push<8>(sendwin, sendoff, recvwin, recvoff, bytes, dc);
-  bar.sync(ncclCoopCta(), cuda::memory_order_release);
-}
-
-// nvl-pull (-D 7): the same barriers, but each rank reads its blocks from the peers' send
-// windows and writes them locally: NVLink carries reads instead of posted writes.
-template <int UNROLL>
-__device__ void nvl_pull(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
-                         ncclDevComm const& dc) {
-  const int me = dc.lsaRank, n = dc.lsaSize;
-  const size_t vecs = bytes / 16;
-  constexpr size_t CHUNK = UNROLL * 32;
-  const size_t nchunks = (vecs + CHUNK - 1) / CHUNK;
-  const int lane = threadIdx.x & 31;
-  const size_t warp = gb_tid() >> 5, nwarps = gb_nthreads() >> 5;
-  uint4* dst = (uint4*)ncclGetLocalPointer(recvwin, recvoff);
-  for (size_t w = warp; w < n * nchunks; w += nwarps) {
-    const int p = (me + 1 + int(w % n)) % n;
-    const size_t c = w / n;
-    const uint4* s = (const uint4*)ncclGetLsaPointer(sendwin, sendoff, p) + me * vecs + c * CHUNK;
-    uint4* d = dst + p * vecs + c * CHUNK;
-    const size_t left = vecs - c * CHUNK;
-    if (left >= CHUNK) {
-      uint4 v[UNROLL];
-#pragma unroll
-      for (int u = 0; u < UNROLL; u++) v[u] = s[u * 32 + lane];
-#pragma unroll
-      for (int u = 0; u < UNROLL; u++) d[u * 32 + lane] = v[u];
-    } else {
-      for (size_t i = lane; i < left; i += 32) d[i] = s[i];
-    }
-  }
+  nvl_barriered<false>(sendwin, sendoff, recvwin, recvoff, bytes, dc);
 }
 
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_nvl_pull(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
                 ncclDevComm dc) {
-  ncclLsaBarrierSession<ncclCoopCta> bar{ncclCoopCta(), dc, ncclTeamLsa(dc), dc.lsaBarrier, blockIdx.x};
-  bar.sync(ncclCoopCta(), cuda::memory_order_acquire);
-  nvl_pull<8>(sendwin, sendoff, recvwin, recvoff, bytes, dc);
-  bar.sync(ncclCoopCta(), cuda::memory_order_release);
+  nvl_barriered<true>(sendwin, sendoff, recvwin, recvoff, bytes, dc);
 }
 
 // nvl-ll (-D 5): low latency, no barrier. Each 16-byte store carries 8 bytes of data and the

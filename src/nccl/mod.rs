@@ -34,7 +34,10 @@ pub fn last_error(comm: ffi::ncclComm_t) -> String {
                 if p.is_null() {
                     String::new()
                 } else {
-                    CStr::from_ptr(p).to_string_lossy().trim().to_string()
+                    // NCCL may rewrite this buffer from another thread while we read it: keep
+                    // the text printable.
+                    let s = CStr::from_ptr(p).to_string_lossy();
+                    s.trim().chars().map(|c| if c.is_control() { '?' } else { c }).collect()
                 }
             }
             Err(_) => String::new(),

@@ -59,7 +59,9 @@ fn main() {
     }
     println!("cargo:rerun-if-changed=src/kernels");
     println!("cargo:rerun-if-changed=src/nccl/wrapper.h");
+    println!("cargo:rerun-if-changed=src/nccl/initializers.cu");
     println!("cargo::rustc-check-cfg=cfg(nccl_versioned_structs)");
+    println!("cargo::rustc-check-cfg=cfg(nccl_gin_connection_type)");
 
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     let cuda = cuda_home();
@@ -73,6 +75,10 @@ fn main() {
     // 2.29.2 versioned the device-API structs (size/magic/version, *_INITIALIZER macros).
     if code >= 22902 {
         println!("cargo:rustc-cfg=nccl_versioned_structs");
+    }
+    // 2.29.7 replaced ginForceEnable with ginConnectionType (FULL / RAIL).
+    if code >= 22907 {
+        println!("cargo:rustc-cfg=nccl_gin_connection_type");
     }
     let lib = nccl.join("lib/libnccl.so.2");
     println!(
@@ -93,6 +99,7 @@ fn main() {
 
     bindings(&cuda, &nccl_inc, &out);
     kernels(&cuda, &nccl_inc, &out);
+    initializers(&cuda, &nccl_inc, &out);
     mpi_rpath();
 }
 
@@ -105,6 +112,8 @@ fn bindings(cuda: &Path, nccl_inc: &Path, out: &Path) {
         .clang_arg(format!("-I{}", nccl_inc.display()))
         .clang_arg(format!("-I{}", cuda.join("include").display()))
         .clang_arg(format!("-I{}", cuda.join("include/cccl").display()))
+        .allowlist_function("ncclCommQueryProperties")
+        .allowlist_type("nccl(CommProperties|CommProperties_t|GinType_t|GinConnectionType_t)")
         .allowlist_function("nccl(GetVersion|GetUniqueId|CommInitRank|CommInitRankConfig|CommDestroy|CommFinalize|CommAbort|CommGetAsyncError|GetErrorString|GetLastError|GroupStart|GroupEnd|Send|Recv|AlltoAll|AllReduce|MemAlloc|MemFree|CommRegister|CommDeregister|CommWindowRegister|CommWindowDeregister|DevCommCreate|DevCommDestroy|CommCount|CommUserRank|CommCuDevice|TeamLsa|TeamWorld)")
         .allowlist_type("nccl(Result_t|DataType_t|RedOp_t|UniqueId|Comm|Comm_t|Window_t|DevComm|DevComm_t|DevCommRequirements|DevCommRequirements_t|Config_t|Team|Team_t)")
         .allowlist_var("NCCL_(MAJOR|MINOR|PATCH|VERSION_CODE|WIN_.*|UNIQUE_ID_BYTES)")
@@ -161,6 +170,28 @@ fn kernels(cuda: &Path, nccl_inc: &Path, out: &Path) {
     }
     table.push_str("];\n");
     fs::write(out.join("kernels.rs"), table).unwrap();
+}
+
+/// Compile and run src/nccl/initializers.cu: NCCL's struct initializers as Rust byte arrays.
+fn initializers(cuda: &Path, nccl_inc: &Path, out: &Path) {
+    let exe = out.join("nccl_initializers");
+    let status = Command::new(cuda.join("bin/nvcc"))
+        .args(["-std=c++17", "-O1"])
+        .arg(format!("-I{}", nccl_inc.display()))
+        .arg(format!("-L{}", cuda.join("lib").display()))
+        .arg("-o")
+        .arg(&exe)
+        .arg("src/nccl/initializers.cu")
+        .status()
+        .unwrap_or_else(|e| fail(&format!("cannot run nvcc: {e}")));
+    if !status.success() {
+        fail("nvcc failed on src/nccl/initializers.cu");
+    }
+    let run = Command::new(&exe).output().unwrap_or_else(|e| fail(&format!("running {}: {e}", exe.display())));
+    if !run.status.success() {
+        fail("src/nccl/initializers.cu failed to run");
+    }
+    fs::write(out.join("nccl_initializers.rs"), run.stdout).unwrap();
 }
 
 /// Bake the MPI library directory into RUNPATH so the binaries start without LD_LIBRARY_PATH

@@ -90,6 +90,13 @@ pub struct Args {
     /// 1: add per-iteration p50 / p99 columns to the table
     #[arg(short = 'I', long = "per_iter_timing", default_value_t = 0)]
     pub per_iter_timing: u32,
+    /// Split this host's ranks into N virtual nodes for gin-emu / hybrid-emu (emulated GIN
+    /// between them, NVLink inside them)
+    #[arg(long = "emulate-nodes", value_name = "N")]
+    pub emulate_nodes: Option<usize>,
+    /// Fail (exit 8) instead of skipping gin / hybrid rows when GIN is unavailable
+    #[arg(long = "require-gin")]
+    pub require_gin: bool,
     /// List the implementations and exit
     #[arg(long = "list-impls")]
     pub list_impls: bool,
@@ -119,6 +126,8 @@ pub struct Config {
     pub csv: Option<PathBuf>,
     pub cputime: bool,
     pub per_iter: bool,
+    pub emulate_nodes: Option<usize>,
+    pub require_gin: bool,
     pub command: String,
 }
 
@@ -165,6 +174,17 @@ impl Config {
             }
         }
         // nccl-tests caps -V at 128; H200 has 132 SMs and the NVLink kernels fit two CTAs per SM.
+        if a.emulate_nodes == Some(0) {
+            return Err(Error::usage("--emulate-nodes 0", "give at least 1 virtual node, e.g. --emulate-nodes 2"));
+        }
+        if a.emulate_nodes.is_none() && a.implementation.trim() != "all" {
+            if let Some(i) = impls.iter().find(|i| i.name.ends_with("-emu")) {
+                return Err(Error::usage(
+                    format!("implementation '{}' runs on virtual nodes", i.name),
+                    "add --emulate-nodes N (N divides the number of ranks)",
+                ));
+            }
+        }
         if a.cta_count > 1024 {
             return Err(Error::usage(format!("-V {} is above 1024", a.cta_count), "use -V 1..1024 (0 = default)"));
         }
@@ -190,6 +210,8 @@ impl Config {
             csv: a.csv.clone(),
             cputime: flag01(a.report_cputime, "-C")?,
             per_iter: flag01(a.per_iter_timing, "-I")?,
+            emulate_nodes: a.emulate_nodes,
+            require_gin: a.require_gin,
             command,
         })
     }
@@ -265,6 +287,8 @@ mod tests {
             (vec!["-t", "0"], "at least 1"),
             (vec!["--no-such-flag"], "--no-such-flag"),
             (vec!["-n", "many"], "many"),
+            (vec!["-D", "gin-emu", "-R", "2"], "add --emulate-nodes"),
+            (vec!["-D", "hybrid-emu", "-R", "2", "--emulate-nodes", "0"], "--emulate-nodes 0"),
         ] {
             let e = cfg(&args).unwrap_err();
             assert_eq!(e.exit, Exit::Usage, "{args:?}: {e}");

@@ -39,7 +39,7 @@ pub fn collect() -> NodeReport {
             false
         }
     };
-    env.gin = crate::envinfo::gin_with_hint(Gin { kind: "none".into(), reason: String::new() }, &network);
+    env.gin = crate::envinfo::gin_with_hint(Gin { kind: "none".into(), ..Default::default() }, &network);
     let mut p2p = vec![];
     match cuda::device_count() {
         Err(e) => problems.push(e.to_string()),
@@ -174,7 +174,7 @@ pub fn render(r: &NodeReport) -> String {
             if d.detail.is_empty() { String::new() } else { format!(", {}", d.detail) }
         );
     }
-    s += &format!("gin           {}: {}\n", e.gin.kind, e.gin.reason);
+    s += &format!("gin           {} (connection {}): {}\n", e.gin.kind, e.gin.connection, e.gin.reason);
     s += "variables\n";
     for (k, v) in &e.vars {
         s += &format!("  {k}={v}\n");

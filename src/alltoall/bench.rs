@@ -103,6 +103,14 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
     let (rank, n) = (boot.rank(), boot.size());
     let started_at = schema::now_rfc3339();
     let gpu = Gpu::open(device)?;
+    if let Some(nodes) = cfg.emulate_nodes {
+        if n % nodes != 0 {
+            return Err(Error::usage(
+                format!("--emulate-nodes {nodes} does not divide {n} ranks into equal virtual nodes"),
+                "use a divisor of the number of ranks",
+            ));
+        }
+    }
     let gin = nccl::probe_gin(boot)?;
     let comm = Comm::bootstrap(boot)?;
     watchdog::beat();
@@ -140,11 +148,32 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
             ));
         }
     }
+    let network = crate::envinfo::network();
+    let gin = crate::envinfo::gin_with_hint(gin, &network);
+    if cfg.require_gin && gin.kind == "none" {
+        if let Some(i) = cfg.impls.iter().find(|i| matches!(i.name, "gin" | "hybrid")) {
+            return Err(Error::env(
+                format!("{} needs GIN (--require-gin) and GIN is unavailable: {}", i.name, gin.reason),
+                "run on nodes with an RDMA NIC and a GIN backend (NCCL_GIN_TYPE), or drop --require-gin",
+            ));
+        }
+    }
     let bytes = buffer_bytes(&Config { sizes: sweep.clone(), ..cfg.clone() }, n as u64);
     let send = DevMem::alloc(bytes as usize)?;
     let recv = DevMem::alloc(bytes as usize)?;
     let reg = Registration::register(&comm, cfg.register, &send, &recv)?;
-    let mut r = Rank { boot, gpu, comm, send, recv, reg, dtype: cfg.dtype, ctas: cfg.ctas };
+    let mut r = Rank {
+        boot,
+        gpu,
+        comm,
+        send,
+        recv,
+        reg,
+        dtype: cfg.dtype,
+        ctas: cfg.ctas,
+        gin: gin.clone(),
+        emulate_nodes: cfg.emulate_nodes,
+    };
     let mut checker = Checker::new(&r.gpu, cfg.dtype.size())?;
     // Timed data is a real pattern, never zeros.
     checker.fill(&r.gpu, r.send.ptr, bytes / cfg.dtype.size(), 0, rank as u32)?;
@@ -153,7 +182,6 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
     watchdog::beat();
 
     let lib = nccl::load()?;
-    let network = crate::envinfo::network();
     let env = Env {
         ranks: n,
         hosts: unique_hosts(&gpus),
@@ -161,7 +189,7 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
         driver: cuda::kernel_driver_version(),
         cuda: cuda::driver_cuda_version().unwrap_or_default(),
         nccl: NcclInfo { header: nccl::header_version(), library: lib.version, path: lib.path.clone() },
-        gin: crate::envinfo::gin_with_hint(gin, &network),
+        gin,
         network,
         vars: crate::envinfo::vars(),
     };
@@ -498,5 +526,7 @@ fn config_json(c: &Config) -> serde_json::Value {
         "device_cta_count": c.ctas,
         "report_cputime": c.cputime,
         "per_iter_timing": c.per_iter,
+        "emulate_nodes": c.emulate_nodes,
+        "require_gin": c.require_gin,
     })
 }

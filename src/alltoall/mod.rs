@@ -2,6 +2,7 @@
 pub mod auto;
 pub mod bench;
 pub mod ce;
+pub mod gin;
 pub mod host;
 pub mod nvl;
 pub mod registry;
@@ -24,6 +25,10 @@ pub struct Rank<'a> {
     pub dtype: Dtype,
     /// `-V`: CTAs for device kernels, 0 = the impl's default.
     pub ctas: u32,
+    /// GIN across these ranks, as NCCL answered (probed on a communicator of its own).
+    pub gin: crate::report::schema::Gin,
+    /// `--emulate-nodes N`: virtual nodes for gin-emu / hybrid-emu.
+    pub emulate_nodes: Option<usize>,
 }
 
 impl Rank<'_> {
@@ -84,6 +89,10 @@ pub fn make(info: &ImplInfo, r: &Rank) -> Result<std::result::Result<Box<dyn Imp
         "nvl" => nvl::Nvl::new(nvl::Kind::Vector, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
         "nvl-pull" => nvl::Nvl::new(nvl::Kind::Pull, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
         "nvl-ll" => nvl::Nvl::new(nvl::Kind::LowLatency, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
+        "gin" => gin::GinA2a::new(gin::Kind::Gin, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
+        "hybrid" => gin::GinA2a::new(gin::Kind::Hybrid, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
+        "gin-emu" => gin::GinA2a::new(gin::Kind::GinEmu, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
+        "hybrid-emu" => gin::GinA2a::new(gin::Kind::HybridEmu, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
         "nvl-ce" => ce::Ce::new(r)?.map(|i| Box::new(i) as Box<dyn Impl>),
         "auto" => auto::Auto::new(r)?.map(|i| Box::new(i) as Box<dyn Impl>),
         other => return Err(Error::internal(format!("implementation '{other}' is registered but not built"))),

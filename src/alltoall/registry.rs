@@ -27,6 +27,18 @@ pub const IMPLS: &[ImplInfo] = &[
         about: "NVLink (LSA) 16-byte vectors, unrolled, warps spread over peers (nccl-tests -D 2)",
     },
     ImplInfo {
+        id: 3,
+        name: "gin",
+        needs_window: true,
+        about: "GIN: every peer by GIN put + signal (NIC loopback inside the node); skipped without GIN",
+    },
+    ImplInfo {
+        id: 4,
+        name: "hybrid",
+        needs_window: true,
+        about: "NVLink (LSA) stores inside the node, GIN put + signal across nodes; skipped without GIN",
+    },
+    ImplInfo {
         id: 5,
         name: "nvl-ll",
         needs_window: true,
@@ -43,6 +55,18 @@ pub const IMPLS: &[ImplInfo] = &[
         name: "nvl-ce",
         needs_window: true,
         about: "NVLink by the copy engines: one async copy per peer into its window, between LSA barriers",
+    },
+    ImplInfo {
+        id: 9,
+        name: "gin-emu",
+        needs_window: true,
+        about: "the gin protocol on GIN emulated over NVLink between --emulate-nodes virtual nodes",
+    },
+    ImplInfo {
+        id: 10,
+        name: "hybrid-emu",
+        needs_window: true,
+        about: "the hybrid protocol on --emulate-nodes virtual nodes (emulated GIN between them)",
     },
     ImplInfo { id: 6, name: "auto", needs_window: true, about: "per size: nvl-ll for small blocks, nvl for large" },
 ];

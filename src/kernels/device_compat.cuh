@@ -10,6 +10,17 @@
 
 #define GB_NCCL_AT_LEAST(x, y, z) (NCCL_VERSION_CODE >= NCCL_VERSION(x, y, z))
 
+// GIN remote action "increment the peer's signal once the bundled put has landed". 2.30.5 split it
+// into strong (also orders earlier puts) and weak; the protocol counts one signal per put, so weak
+// is enough.
+#if GB_NCCL_AT_LEAST(2, 30, 5)
+using GbGinSignalInc = ncclGin_WeakSignalInc;
+#else
+using GbGinSignalInc = ncclGin_SignalInc;
+#endif
+// Barrier fence "no drain": an enum class with only Relaxed in 2.28, a bit set (None = Relaxed) later.
+#define GB_GIN_FENCE_NONE ncclGinFenceLevel::Relaxed
+
 // Threads per CTA of every device alltoall kernel (the launch must use the same number).
 #define GB_THREADS 512
 

@@ -1,28 +1,41 @@
 //! The one place for differences between NCCL device-API generations on the host side.
 //!
-//! NCCL 2.28.x: unversioned `ncclDevCommRequirements` (zero-initialised, as nccl-tests does), GIN
-//! requested with `ginForceEnable`, no `ncclCommQueryProperties` (GIN availability is learnt by
-//! asking for a GIN device communicator). NCCL ≥ 2.29 versions its structs through
-//! `*_INITIALIZER` macros; the build refuses those headers until that generation is supported here.
+//! - 2.28.x: unversioned structs (start zeroed, as nccl-tests does); GIN requested with
+//!   `ginForceEnable`; no `ncclCommQueryProperties`, so GIN availability is learnt by asking for a
+//!   GIN device communicator (on a communicator of its own: see `nccl::probe_gin`).
+//! - ≥ 2.29.2: versioned structs, started from `NCCL_*_INITIALIZER`; properties query.
+//! - ≥ 2.29.7: `ginConnectionType` (FULL) replaces `ginForceEnable`.
+//!
+//! The initializers' bytes come from src/nccl/initializers.cu, built and run by build.rs against
+//! the same headers, so no default is copied here by hand.
 use super::{ffi, lib, Comm};
 use crate::error::Result;
 use crate::report::schema::Gin;
 
-#[cfg(nccl_versioned_structs)]
-compile_error!("NCCL >= 2.29 headers are not supported yet: build against nvidia-nccl-cu13 2.28.x");
-
-/// An empty requirements struct (`NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER` of later releases).
-pub fn requirements() -> ffi::ncclDevCommRequirements {
-    // SAFETY: 2.28's struct is plain data; all-zero is what nccl-tests passes (memset).
-    unsafe { std::mem::zeroed() }
+mod init {
+    include!(concat!(env!("OUT_DIR"), "/nccl_initializers.rs"));
 }
 
-/// Requirements that ask for GIN with `signals` signals on every peer connection.
-pub fn gin_requirements(signals: i32) -> ffi::ncclDevCommRequirements {
-    let mut r = requirements();
-    r.ginForceEnable = true;
-    r.ginSignalCount = signals;
-    r
+const _: () = assert!(std::mem::size_of::<ffi::ncclDevCommRequirements>() == init::DEV_COMM_REQUIREMENTS.len());
+#[cfg(nccl_versioned_structs)]
+const _: () = assert!(std::mem::size_of::<ffi::ncclCommProperties>() == init::COMM_PROPERTIES.len());
+
+/// `NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER` (zeroed on 2.28).
+pub fn requirements() -> ffi::ncclDevCommRequirements {
+    // SAFETY: same size (asserted above), plain data written by NCCL's own initializer.
+    unsafe { std::ptr::read_unaligned(init::DEV_COMM_REQUIREMENTS.as_ptr().cast()) }
+}
+
+/// Ask for GIN connections to every rank.
+pub fn request_gin(r: &mut ffi::ncclDevCommRequirements) {
+    #[cfg(nccl_gin_connection_type)]
+    {
+        r.ginConnectionType = ffi::ncclGinConnectionType_t::NCCL_GIN_CONNECTION_FULL;
+    }
+    #[cfg(not(nccl_gin_connection_type))]
+    {
+        r.ginForceEnable = true;
+    }
 }
 
 /// A device communicator (`ncclDevComm`, passed by value to kernels).
@@ -49,17 +62,49 @@ impl Drop for DevComm {
 }
 
 /// Is GIN usable on this communicator, and if not, why (in NCCL's words)? Collective.
+#[cfg(nccl_versioned_structs)]
 pub fn probe_gin(comm: &Comm) -> Gin {
-    match DevComm::create(comm, &gin_requirements(1)) {
+    let mut p: ffi::ncclCommProperties = unsafe { std::ptr::read_unaligned(init::COMM_PROPERTIES.as_ptr().cast()) };
+    if let Err(e) = comm.check(unsafe { lib().ncclCommQueryProperties(comm.raw(), &mut p) }, "ncclCommQueryProperties")
+    {
+        return Gin { kind: "none".into(), reason: e.msg, connection: "none".into() };
+    }
+    let (full, railed) = (p.ginType.0 as i32, p.railedGinType.0 as i32);
+    match (full, railed) {
+        (0, 0) => Gin {
+            kind: "none".into(),
+            reason: "ncclCommQueryProperties: no GIN backend on every rank (ginType NONE)".into(),
+            connection: "none".into(),
+        },
+        (0, t) => Gin {
+            kind: gin_type_name(t).into(),
+            reason: "GIN only between ranks of the same rail (no cross-rail connectivity)".into(),
+            connection: "rail".into(),
+        },
+        (t, _) => {
+            Gin { kind: gin_type_name(t).into(), reason: "ncclCommQueryProperties".into(), connection: "full".into() }
+        }
+    }
+}
+
+/// Is GIN usable on this communicator, and if not, why (in NCCL's words)? Collective. A refused
+/// request leaves the communicator's GIN state failed: use a communicator of its own.
+#[cfg(not(nccl_versioned_structs))]
+pub fn probe_gin(comm: &Comm) -> Gin {
+    let mut reqs = requirements();
+    request_gin(&mut reqs);
+    reqs.ginSignalCount = 1;
+    match DevComm::create(comm, &reqs) {
         Ok(_dc) => Gin {
             kind: std::env::var("NCCL_GIN_TYPE")
                 .ok()
                 .map(|t| gin_type_name(t.parse().unwrap_or(-1)).to_string())
                 .unwrap_or_else(|| "available".into()),
-            reason: "ncclDevCommCreate with GIN succeeded (NCCL 2.28 cannot report the GIN type; set NCCL_GIN_TYPE to pin it)"
+            reason: "ncclDevCommCreate with GIN succeeded (NCCL 2.28 cannot name the GIN type; NCCL_GIN_TYPE pins it)"
                 .into(),
+            connection: "full".into(),
         },
-        Err(e) => Gin { kind: "none".into(), reason: e.msg },
+        Err(e) => Gin { kind: "none".into(), reason: e.msg, connection: "none".into() },
     }
 }
 

@@ -71,6 +71,9 @@ pub struct Gin {
     #[serde(rename = "type")]
     pub kind: String,
     pub reason: String,
+    /// full (every rank) | rail (same rail only) | none
+    #[serde(default)]
+    pub connection: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -1,0 +1,122 @@
+//! `gin` (-D 3), `hybrid` (-D 4) and their emulated forms `gin-emu` (-D 9), `hybrid-emu` (-D 10).
+//! One protocol (src/kernels/gin.cu) on two transports: NCCL's GIN, or GIN emulated over NVLink
+//! between virtual nodes of one host (`--emulate-nodes N`), so the protocol is verified on every
+//! NIC-less GPU host before it runs on EFA or InfiniBand.
+use super::{Impl, InPlace, Rank};
+use crate::error::Result;
+use crate::nccl::compat::{self, DevComm};
+use crate::nccl::{ffi, DevMem};
+use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
+
+/// Default CTAs: each takes a slice of every block, with its own signal and GIN context.
+const DEFAULT_CTAS: u32 = 32;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kind {
+    Gin,
+    Hybrid,
+    GinEmu,
+    HybridEmu,
+}
+
+impl Kind {
+    fn kernel(self) -> &'static str {
+        match self {
+            Kind::Gin => "gb_gin",
+            Kind::Hybrid => "gb_hybrid",
+            Kind::GinEmu => "gb_gin_emu",
+            Kind::HybridEmu => "gb_hybrid_emu",
+        }
+    }
+    fn emulated(self) -> bool {
+        matches!(self, Kind::GinEmu | Kind::HybridEmu)
+    }
+}
+
+/// The emulated transport's signal words: a symmetric window, one u64 per CTA on every rank.
+struct Signals {
+    win: ffi::ncclWindow_t,
+    comm: ffi::ncclComm_t,
+    _mem: DevMem,
+}
+
+impl Drop for Signals {
+    fn drop(&mut self) {
+        unsafe {
+            let _ = crate::nccl::lib().ncclCommWindowDeregister(self.comm, self.win);
+        }
+    }
+}
+
+pub struct GinA2a {
+    func: CudaFunction,
+    ctas: u32,
+    /// Ranks per virtual node (emulation).
+    node_size: i32,
+    // Dropped before `dev`: field order.
+    signals: Option<Signals>,
+    dev: DevComm,
+}
+
+impl GinA2a {
+    /// Collective. Skips (inner Err) where the transport is missing: no GIN for the real kinds,
+    /// no `--emulate-nodes` or no single NVLink domain for the emulated ones.
+    pub fn new(kind: Kind, r: &Rank) -> Result<std::result::Result<GinA2a, String>> {
+        let ctas = if r.ctas > 0 { r.ctas } else { DEFAULT_CTAS };
+        let mut reqs = compat::requirements();
+        let n = r.boot.size();
+        let mut node_size = 0;
+        if kind.emulated() {
+            let Some(nodes) = r.emulate_nodes else {
+                return Ok(Err("needs --emulate-nodes N (virtual nodes on this host)".into()));
+            };
+            if let Some(why) = r.not_one_lsa_team() {
+                return Ok(Err(format!("emulation {why}")));
+            }
+            node_size = (n / nodes) as i32;
+            reqs.lsaBarrierCount = ctas as i32;
+        } else {
+            if r.gin.kind == "none" {
+                return Ok(Err(format!("GIN unavailable: {}", r.gin.reason)));
+            }
+            compat::request_gin(&mut reqs);
+            reqs.barrierCount = ctas as i32;
+            reqs.ginSignalCount = ctas as i32;
+        }
+        let dev = DevComm::create(&r.comm, &reqs)?;
+        let signals = if kind.emulated() {
+            let mem = DevMem::alloc(ctas as usize * 8)?;
+            unsafe { cudarc::driver::result::memset_d8_async(mem.ptr, 0, mem.bytes, r.gpu.stream.cu_stream()) }?;
+            let win = r.comm.window_register(&mem)?;
+            r.gpu.stream.synchronize()?;
+            Some(Signals { win, comm: r.comm.raw(), _mem: mem })
+        } else {
+            None
+        };
+        Ok(Ok(GinA2a { func: r.gpu.function("gin", kind.kernel())?, ctas, node_size, signals, dev }))
+    }
+}
+
+impl Impl for GinA2a {
+    fn in_place(&self, _: u64) -> InPlace {
+        InPlace::Unsupported("puts land in peers' buffers while those peers may not have sent the blocks there yet")
+    }
+
+    fn launch(&self, r: &Rank, send: u64, recv: u64, count: u64) -> Result<()> {
+        let (sw, so) = r.window(send)?;
+        let (rw, ro) = r.window(recv)?;
+        let (sw, rw) = (sw as u64, rw as u64);
+        let bytes = count * r.dtype.size();
+        let cfg = LaunchConfig { grid_dim: (self.ctas, 1, 1), block_dim: (512, 1, 1), shared_mem_bytes: 0 };
+        let mut b = r.gpu.stream.launch_builder(&self.func);
+        b.arg(&sw).arg(&so).arg(&rw).arg(&ro).arg(&bytes);
+        let sig;
+        if let Some(s) = &self.signals {
+            sig = s.win as u64;
+            b.arg(&sig).arg(&self.node_size);
+        }
+        b.arg(&self.dev.raw);
+        unsafe { b.launch(cfg) }?;
+        Ok(())
+    }
+}

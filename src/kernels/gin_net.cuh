@@ -1,0 +1,100 @@
+// The two transports the GIN protocols run on: NCCL's GIN (`GinNet`) and GIN emulated over LSA on
+// one host (`EmuNet`). Both offer the same device-side interface, so the protocol in gin.cu is
+// written once:
+//
+//   readSignal(sig)                   this rank's signal value (acquire)
+//   put(coop, peer, dst, dstOff, src, srcOff, bytes, sig)
+//                                     copy to the peer's window, then +1 on the peer's signal `sig`;
+//                                     the signal becomes visible only after the data
+//   waitSignal(coop, sig, least)      until this rank's signal reaches `least`
+//   flush(coop)                       this rank's puts are locally complete (sources reusable)
+//   barrier(coop, order)              every rank of the world
+//
+// As with NCCL's GIN, puts may land in any order and only signal counts say what has arrived.
+#pragma once
+#include "device_compat.cuh"
+
+struct GinNet {
+  ncclDevComm const& dc;
+  ncclGin gin;
+  __device__ GinNet(ncclDevComm const& dc_, int context) : dc(dc_), gin(dc_, context) {}
+
+  __device__ uint64_t readSignal(uint32_t sig) { return gin.readSignal(sig); }
+
+  template <class Coop>
+  __device__ void put(Coop coop, int peer, ncclWindow_t dst, size_t dstOff, ncclWindow_t src, size_t srcOff,
+                      size_t bytes, uint32_t sig) {
+    gin.put(ncclTeamWorld(dc), peer, dst, dstOff, src, srcOff, bytes, GbGinSignalInc{sig}, ncclGin_None{}, coop);
+  }
+
+  template <class Coop>
+  __device__ void waitSignal(Coop coop, uint32_t sig, uint64_t least) {
+    gin.waitSignal(coop, sig, least);
+  }
+
+  template <class Coop>
+  __device__ void flush(Coop coop) {
+    gin.flush(coop);
+  }
+
+  // World barrier: LSA inside the node, GIN across nodes (needs reqs.barrierCount >= CTAs).
+  template <class Coop>
+  __device__ void barrier(Coop coop, cuda::memory_order order) {
+    ncclBarrierSession<Coop> bar{coop, ncclTeamTagWorld(), gin, blockIdx.x};
+    bar.sync(coop, order, GB_GIN_FENCE_NONE);
+  }
+};
+
+// GIN emulated with NVLink stores on one host where every rank is in the LSA team. Signals are
+// 64-bit words in a symmetric window of their own (`sigwin`, one word per signal per rank).
+struct EmuNet {
+  ncclDevComm const& dc;
+  ncclWindow_t sigwin;
+  __device__ EmuNet(ncclDevComm const& dc_, ncclWindow_t sigwin_) : dc(dc_), sigwin(sigwin_) {}
+
+  __device__ uint64_t* signalWord(uint32_t sig, int peer) {
+    return (uint64_t*)ncclGetLsaPointer(sigwin, sig * sizeof(uint64_t), peer);
+  }
+
+  __device__ uint64_t readSignal(uint32_t sig) {
+    cuda::atomic_ref<uint64_t, cuda::thread_scope_system> s(*signalWord(sig, dc.lsaRank));
+    return s.load(cuda::memory_order_acquire);
+  }
+
+  template <class Coop>
+  __device__ void put(Coop coop, int peer, ncclWindow_t dst, size_t dstOff, ncclWindow_t src, size_t srcOff,
+                      size_t bytes, uint32_t sig) {
+    const uint4* s = (const uint4*)ncclGetLocalPointer(src, srcOff);
+    uint4* d = (uint4*)ncclGetLsaPointer(dst, dstOff, peer);
+    for (size_t i = coop.thread_rank(); i < bytes / 16; i += coop.size()) d[i] = s[i];
+    // The signal must not overtake the data: every thread's stores are ordered before the
+    // increment (release at system scope), as a GIN signal is visible only after its put.
+    coop.sync();
+    if (coop.thread_rank() == 0) {
+      cuda::atomic_ref<uint64_t, cuda::thread_scope_system> w(*signalWord(sig, peer));
+      w.fetch_add(1, cuda::memory_order_release);
+    }
+  }
+
+  template <class Coop>
+  __device__ void waitSignal(Coop coop, uint32_t sig, uint64_t least) {
+    if (coop.thread_rank() == 0) {
+      cuda::atomic_ref<uint64_t, cuda::thread_scope_system> s(*signalWord(sig, dc.lsaRank));
+      while (int64_t(s.load(cuda::memory_order_acquire) - least) < 0) {
+      }
+    }
+    coop.sync();
+  }
+
+  // Stores are issued and ordered by the time put returns: the sources are reusable.
+  template <class Coop>
+  __device__ void flush(Coop coop) {
+    coop.sync();
+  }
+
+  template <class Coop>
+  __device__ void barrier(Coop coop, cuda::memory_order order) {
+    ncclLsaBarrierSession<Coop> bar{coop, dc, ncclTeamLsa(dc), dc.lsaBarrier, blockIdx.x};
+    bar.sync(coop, order);
+  }
+};

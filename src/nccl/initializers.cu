@@ -1,0 +1,28 @@
+// Build-time helper (run by build.rs, never shipped): prints NCCL's struct initializers as Rust
+// byte arrays, so the Rust side starts from exactly what NCCL_*_INITIALIZER set in these headers.
+// NCCL 2.28 has no initializers: its requirements struct starts zeroed (as nccl-tests does).
+#include <nccl.h>
+#include <nccl_device.h>
+#include <stdio.h>
+
+static void dump(const char* name, const void* p, size_t n) {
+  printf("pub const %s: [u8; %zu] = [", name, n);
+  for (size_t i = 0; i < n; i++) printf("%u,", ((const unsigned char*)p)[i]);
+  printf("];\n");
+}
+
+// Static storage: padding is zero, so the bytes are deterministic.
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 2)
+static ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+static ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
+#else
+static ncclDevCommRequirements_t reqs;
+#endif
+
+int main() {
+  dump("DEV_COMM_REQUIREMENTS", &reqs, sizeof reqs);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 2)
+  dump("COMM_PROPERTIES", &props, sizeof props);
+#endif
+  return 0;
+}

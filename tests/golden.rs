@@ -93,6 +93,7 @@ fn render_table(run: &Run, style: table::Style) -> String {
     let mut s = table::header(style);
     for pair in run.rows.chunks(2) {
         s += &table::line(&pair[0], &pair[1], style);
+        s += &pair.iter().filter_map(table::reason).collect::<String>();
     }
     let sum = run.summary.clone().unwrap();
     s + &table::footer(sum.rows_wrong, sum.avg_busbw_gbps)

@@ -350,6 +350,8 @@ struct Output<'c> {
     run: Run,
     rows: Vec<Row>,
     style: table::Style,
+    /// Skip reasons already printed under the current impl's table.
+    reasons_shown: std::collections::HashSet<String>,
 }
 
 impl<'c> Output<'c> {
@@ -366,7 +368,14 @@ impl<'c> Output<'c> {
             rows: vec![],
             summary: None,
         };
-        Output { print, cfg, run, rows: vec![], style: table::Style { cputime: cfg.cputime, per_iter: cfg.per_iter } }
+        Output {
+            print,
+            cfg,
+            run,
+            rows: vec![],
+            style: table::Style { cputime: cfg.cputime, per_iter: cfg.per_iter },
+            reasons_shown: Default::default(),
+        }
     }
 
     fn emit(&self, s: &str) {
@@ -414,7 +423,8 @@ impl<'c> Output<'c> {
         self.emit(&s);
     }
 
-    fn impl_header(&self, name: &str, id: u32, registration: &str) {
+    fn impl_header(&mut self, name: &str, id: u32, registration: &str) {
+        self.reasons_shown.clear();
         self.emit(&format!("#\n# impl {name} (-D {id}), registration: {registration}\n"));
         self.emit(&table::header(self.style));
     }
@@ -472,8 +482,16 @@ impl<'c> Output<'c> {
         }
     }
 
-    fn line(&self, out: &Row, inp: &Row) {
-        self.emit(&table::line(out, inp, self.style));
+    fn line(&mut self, out: &Row, inp: &Row) {
+        let mut s = table::line(out, inp, self.style);
+        for r in [out, inp] {
+            if let Some(why) = table::reason(r) {
+                if self.reasons_shown.insert(why.clone()) {
+                    s += &why;
+                }
+            }
+        }
+        self.emit(&s);
     }
 
     fn wrong_rows(&self) -> u64 {

@@ -110,20 +110,19 @@ fn placement(r: &Row, style: Style) -> String {
     s
 }
 
-/// One size: the out-of-place and in-place measurements on one line (nccl-tests layout).
+/// One size: the out-of-place and in-place measurements on one line (nccl-tests layout). Rows
+/// that did not run show their status in the #wrong column; `reason` gives the why.
 pub fn line(out: &Row, inp: &Row, style: Style) -> String {
     let mut s = format!("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}", out.size_bytes, out.count, out.dtype, "none", -1);
     s += &placement(out, style);
     s += &placement(inp, style);
     s.push('\n');
-    for r in [out, inp] {
-        if r.status != "ok" {
-            if let Some(reason) = &r.reason {
-                s += &format!("# {} {}: {}\n", r.placement, r.status, reason);
-            }
-        }
-    }
     s
+}
+
+/// The comment line explaining a row that did not run (print each reason once per table).
+pub fn reason(r: &Row) -> Option<String> {
+    (r.status != "ok").then(|| format!("# {}: {}\n", r.status, r.reason.as_deref().unwrap_or("no reason given")))
 }
 
 /// nccl-tests' closing lines: wrong rows and the mean bus bandwidth.

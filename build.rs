@@ -62,6 +62,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/nccl/initializers.cu");
     println!("cargo::rustc-check-cfg=cfg(nccl_versioned_structs)");
     println!("cargo::rustc-check-cfg=cfg(nccl_gin_connection_type)");
+    println!("cargo::rustc-check-cfg=cfg(nccl_gin_signal_requirements)");
 
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     let cuda = cuda_home();
@@ -79,6 +80,10 @@ fn main() {
     // 2.29.7 replaced ginForceEnable with ginConnectionType (FULL / RAIL).
     if code >= 22907 {
         println!("cargo:rustc-cfg=nccl_gin_connection_type");
+    }
+    // 2.30.5 added ginStrongSignalsRequired / ginVaSignalsRequired (default true).
+    if code >= 23005 {
+        println!("cargo:rustc-cfg=nccl_gin_signal_requirements");
     }
     let lib = nccl.join("lib/libnccl.so.2");
     println!(

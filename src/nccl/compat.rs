@@ -5,6 +5,8 @@
 //!   GIN device communicator (on a communicator of its own: see `nccl::probe_gin`).
 //! - ≥ 2.29.2: versioned structs, started from `NCCL_*_INITIALIZER`; properties query.
 //! - ≥ 2.29.7: `ginConnectionType` (FULL) replaces `ginForceEnable`.
+//! - ≥ 2.30.5: strong and VA signals are required unless waived; the protocols use neither, and
+//!   EFA's GIN backends have neither, so they are waived.
 //!
 //! The initializers' bytes come from src/nccl/initializers.cu, built and run by build.rs against
 //! the same headers, so no default is copied here by hand.
@@ -26,8 +28,13 @@ pub fn requirements() -> ffi::ncclDevCommRequirements {
     unsafe { std::ptr::read_unaligned(init::DEV_COMM_REQUIREMENTS.as_ptr().cast()) }
 }
 
-/// Ask for GIN connections to every rank.
+/// Ask for GIN connections to every rank (weak, non-VA signals are all the protocols use).
 pub fn request_gin(r: &mut ffi::ncclDevCommRequirements) {
+    #[cfg(nccl_gin_signal_requirements)]
+    {
+        r.ginStrongSignalsRequired = false;
+        r.ginVaSignalsRequired = false;
+    }
     #[cfg(nccl_gin_connection_type)]
     {
         r.ginConnectionType = ffi::ncclGinConnectionType_t::NCCL_GIN_CONNECTION_FULL;

@@ -126,3 +126,36 @@ pub fn gin_type_name(t: i32) -> &'static str {
         _ => "unknown",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requirements_start_from_nccls_initializer_and_ask_for_gin() {
+        let mut r = requirements();
+        assert_eq!(r.lsaBarrierCount, 0);
+        assert_eq!(r.ginSignalCount, 0);
+        assert!(!r.lsaMultimem, "multicast must never be requested");
+        #[cfg(nccl_versioned_structs)]
+        {
+            assert_eq!(r.size, std::mem::size_of::<ffi::ncclDevCommRequirements>());
+            assert_eq!(r.magic, 0xcafebeef);
+            assert_eq!(r.version, crate::nccl::header_version());
+        }
+        request_gin(&mut r);
+        #[cfg(nccl_gin_connection_type)]
+        assert_eq!(r.ginConnectionType, ffi::ncclGinConnectionType_t::NCCL_GIN_CONNECTION_FULL);
+        #[cfg(not(nccl_gin_connection_type))]
+        assert!(r.ginForceEnable);
+        #[cfg(nccl_gin_signal_requirements)]
+        assert!(!r.ginStrongSignalsRequired && !r.ginVaSignalsRequired);
+    }
+
+    #[test]
+    fn gin_type_names() {
+        assert_eq!(gin_type_name(3), "gdaki");
+        assert_eq!(gin_type_name(5), "efa-gda");
+        assert_eq!(gin_type_name(9), "unknown");
+    }
+}

@@ -225,9 +225,7 @@ pub fn parse(argv: Vec<String>) -> Result<Args> {
             let _ = e.print();
             std::process::exit(0);
         }
-        let text = e.to_string();
-        let first = text.lines().next().unwrap_or("invalid arguments").trim_start_matches("error: ").to_string();
-        Error { exit: Exit::Usage, msg: first, fix: Some("see alltoall_perf --help".into()) }
+        Error { exit: Exit::Usage, msg: crate::error::clap_one_line(&e), fix: Some("see alltoall_perf --help".into()) }
     })
 }
 

@@ -75,3 +75,16 @@ pub fn die(prog: &str, e: &Error) -> ! {
     eprintln!("{prog}: error: {e}");
     std::process::exit(e.exit as i32)
 }
+
+/// clap's error text as one line: its message lines up to the usage block, joined.
+pub fn clap_one_line(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let lines: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let joined = lines.join(" ");
+    joined.trim_start_matches("error: ").to_string()
+}

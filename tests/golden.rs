@@ -31,6 +31,9 @@ fn row(impl_name: &str, size: u64, placement: &str, time: Option<f64>, wrong: Op
             _ => None,
         },
         cycle: 0,
+        mode: None,
+        phase: None,
+        tokens: None,
     }
 }
 

@@ -448,6 +448,9 @@ impl<'c> Output<'c> {
             status: "skipped".into(),
             reason: Some(reason),
             cycle,
+            mode: None,
+            phase: None,
+            tokens: None,
         }
     }
 
@@ -479,6 +482,9 @@ impl<'c> Output<'c> {
             status: "ok".into(),
             reason: m.note.filter(|_| self.cfg.check > 0).map(String::from),
             cycle,
+            mode: None,
+            phase: None,
+            tokens: None,
         }
     }
 

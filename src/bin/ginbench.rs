@@ -1,6 +1,8 @@
 use clap::{Parser, Subcommand};
-use ginbench::error::{die, Error, Exit};
+use ginbench::error::{die, Exit};
+use ginbench::report::{compare, json, write_atomic};
 use ginbench::sysinfo;
+use std::path::{Path, PathBuf};
 
 const PROG: &str = "ginbench";
 
@@ -23,6 +25,67 @@ enum Cmd {
     /// Check the MPI bootstrap: run under mpirun / srun; every rank exchanges bytes with every
     /// other and reports its rank, host and local rank. No GPU needed.
     MpiCheck,
+    /// Regression gate: compare a candidate results file with a baseline. Exit 0 pass,
+    /// 1 regression (or a row missing, newly skipped / failed, wrong data), 2 bad input.
+    Compare {
+        baseline: PathBuf,
+        candidate: PathBuf,
+        /// Slowdown that counts as a regression (beyond the baseline's own spread too)
+        #[arg(long, default_value = "5%")]
+        threshold: String,
+        /// Also write the verdicts as JSON (schema ginbench-compare/1)
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Also write JUnit XML for CI systems
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+    },
+}
+
+/// `compare` exits 2 on bad input (its documented contract); other subcommands use exit 6.
+fn bad_input_exit() -> i32 {
+    if std::env::args().nth(1).as_deref() == Some("compare") {
+        2
+    } else {
+        Exit::Usage as i32
+    }
+}
+
+fn load(path: &Path) -> Result<ginbench::report::schema::Run, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    json::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path>, junit: Option<&Path>) -> i32 {
+    let bad = |msg: String| -> i32 {
+        eprintln!("{PROG}: error: {msg}");
+        2
+    };
+    let threshold = match compare::parse_threshold(threshold) {
+        Ok(t) => t,
+        Err(e) => return bad(e),
+    };
+    let (b, c) = match (load(base), load(cand)) {
+        (Ok(b), Ok(c)) => (b, c),
+        (Err(e), _) | (_, Err(e)) => return bad(e),
+    };
+    let outcome = match compare::compare(&b, &c, threshold) {
+        Ok(o) => o,
+        Err(e) => return bad(e),
+    };
+    print!("{}", compare::render_text(&outcome));
+    for (path, text) in [(json_out, compare::to_json(&outcome)), (junit, compare::to_junit(&outcome))] {
+        if let Some(p) = path {
+            if let Err(e) = write_atomic(p, text.as_bytes()) {
+                return bad(format!("writing {}: {e}", p.display()));
+            }
+        }
+    }
+    if outcome.passed {
+        0
+    } else {
+        1
+    }
 }
 
 fn main() {
@@ -32,9 +95,8 @@ fn main() {
             let _ = e.print();
             std::process::exit(0);
         }
-        let first =
-            e.to_string().lines().next().unwrap_or("invalid arguments").trim_start_matches("error: ").to_string();
-        die(PROG, &Error::usage(first, "see ginbench --help"))
+        eprintln!("{PROG}: error: {} (fix: see ginbench --help)", ginbench::error::clap_one_line(&e));
+        std::process::exit(bad_input_exit())
     });
     match cli.cmd {
         Cmd::Env { json } => {
@@ -50,5 +112,8 @@ fn main() {
             Ok(line) => println!("{line}"),
             Err(e) => die(PROG, &e),
         },
+        Cmd::Compare { baseline, candidate, threshold, json, junit } => {
+            std::process::exit(run_compare(&baseline, &candidate, &threshold, json.as_deref(), junit.as_deref()))
+        }
     }
 }

@@ -1,4 +1,5 @@
 //! Output formats. Nothing here touches CUDA or NCCL: everything renders from `schema` types.
+pub mod compare;
 pub mod csv;
 pub mod json;
 pub mod schema;

@@ -115,6 +115,15 @@ pub struct Row {
     /// Sweep repetition (`-N`), from 0.
     #[serde(default)]
     pub cycle: u32,
+    /// EP rows: ll | ht.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// EP rows: dispatch | combine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// EP rows: tokens per rank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

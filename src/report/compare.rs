@@ -1,0 +1,292 @@
+//! The regression gate: compare a candidate run with a baseline, row by row.
+//!
+//! Rows match on (benchmark, impl, size, dtype, placement, mode, phase, tokens); repeated
+//! measurements of one key (`-N` cycles) form a group. A regression is a candidate slower than the
+//! baseline by more than the threshold AND slower than the baseline's own spread: the slowest of
+//! its repeated runs, or its per-iteration p99 when it has one run. The gate fails closed: a
+//! baseline row missing from the candidate, newly skipped or failed, or any wrong element fails it.
+use super::schema::{Row, Run};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Fails the gate.
+    Regression,
+    Missing,
+    NewlySkipped,
+    Wrong,
+    /// Does not.
+    Improvement,
+    Unchanged,
+    New,
+    NotCompared,
+}
+
+impl Verdict {
+    pub fn fails(self) -> bool {
+        matches!(self, Verdict::Regression | Verdict::Missing | Verdict::NewlySkipped | Verdict::Wrong)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub key: String,
+    pub verdict: Verdict,
+    pub baseline_us: Option<f64>,
+    pub candidate_us: Option<f64>,
+    /// Candidate time over baseline time, minus 1 (+0.10 = 10 % slower).
+    pub change: Option<f64>,
+    /// The slowest the baseline itself was (repeated runs or p99).
+    pub baseline_limit_us: Option<f64>,
+    pub baseline_busbw_gbps: Option<f64>,
+    pub candidate_busbw_gbps: Option<f64>,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub schema: &'static str,
+    pub threshold: f64,
+    pub passed: bool,
+    /// Environment differences worth knowing (NCCL, GPUs, ranks, GIN, network).
+    pub env_differences: Vec<String>,
+    /// Worst first.
+    pub findings: Vec<Finding>,
+}
+
+/// "5%" or "5" (percent) -> 0.05.
+pub fn parse_threshold(s: &str) -> Result<f64, String> {
+    let t = s.trim().trim_end_matches('%');
+    match t.parse::<f64>() {
+        Ok(v) if (0.0..1000.0).contains(&v) => Ok(v / 100.0),
+        _ => Err(format!("threshold '{s}' is not a percentage from 0 to 1000 (e.g. 5%)")),
+    }
+}
+
+fn key(benchmark: &str, r: &Row) -> String {
+    let mut k = format!("{benchmark} {} {} {} {}", r.impl_name, r.size_bytes, r.dtype, r.placement);
+    for e in [&r.mode, &r.phase].into_iter().flatten() {
+        k += &format!(" {e}");
+    }
+    if let Some(t) = r.tokens {
+        k += &format!(" tokens={t}");
+    }
+    k
+}
+
+fn groups(run: &Run) -> BTreeMap<String, Vec<&Row>> {
+    let mut g: BTreeMap<String, Vec<&Row>> = BTreeMap::new();
+    for r in &run.rows {
+        g.entry(key(&run.benchmark, r)).or_default().push(r);
+    }
+    g
+}
+
+fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+fn ok_times(rows: &[&Row]) -> Vec<f64> {
+    rows.iter().filter(|r| r.status == "ok").filter_map(|r| r.time_us).collect()
+}
+
+fn busbw(rows: &[&Row]) -> Option<f64> {
+    mean(&rows.iter().filter(|r| r.status == "ok").filter_map(|r| r.busbw_gbps).collect::<Vec<_>>())
+}
+
+/// What differs between the two environments, in the fields that explain performance.
+pub fn env_differences(a: &Run, b: &Run) -> Vec<String> {
+    let gpu = |r: &Run| r.env.gpus.first().map(|g| g.name.clone()).unwrap_or_default();
+    let fields: [(&str, String, String); 7] = [
+        ("NCCL library", a.env.nccl.library.to_string(), b.env.nccl.library.to_string()),
+        ("GPU", gpu(a), gpu(b)),
+        ("ranks", a.env.ranks.to_string(), b.env.ranks.to_string()),
+        ("hosts", a.env.hosts.len().to_string(), b.env.hosts.len().to_string()),
+        ("GIN type", a.env.gin.kind.clone(), b.env.gin.kind.clone()),
+        ("network", a.env.network.kind.clone(), b.env.network.kind.clone()),
+        ("driver", a.env.driver.clone(), b.env.driver.clone()),
+    ];
+    fields.into_iter().filter(|(_, x, y)| x != y).map(|(n, x, y)| format!("{n}: {x} -> {y}")).collect()
+}
+
+pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String> {
+    if base.benchmark != cand.benchmark {
+        return Err(format!("cannot compare a '{}' run with a '{}' run", base.benchmark, cand.benchmark));
+    }
+    let (bg, cg) = (groups(base), groups(cand));
+    let mut findings = vec![];
+    for (k, b) in &bg {
+        let f = |verdict, detail: String| Finding {
+            key: k.clone(),
+            verdict,
+            baseline_us: mean(&ok_times(b)),
+            candidate_us: None,
+            change: None,
+            baseline_limit_us: None,
+            baseline_busbw_gbps: busbw(b),
+            candidate_busbw_gbps: None,
+            detail,
+        };
+        let b_times = ok_times(b);
+        let Some(c) = cg.get(k) else {
+            let v = if b_times.is_empty() { Verdict::NotCompared } else { Verdict::Missing };
+            findings.push(f(v, "no such row in the candidate".into()));
+            continue;
+        };
+        let wrong: u64 = c.iter().filter_map(|r| r.wrong).sum();
+        let c_times = ok_times(c);
+        let mut finding = f(Verdict::Unchanged, String::new());
+        finding.candidate_us = mean(&c_times);
+        finding.candidate_busbw_gbps = busbw(c);
+        if wrong > 0 {
+            finding.verdict = Verdict::Wrong;
+            finding.detail = format!("{wrong} wrong elements in the candidate");
+        } else if b_times.is_empty() {
+            finding.verdict = if c_times.is_empty() { Verdict::NotCompared } else { Verdict::New };
+            finding.detail = "baseline did not run this row".into();
+        } else if c_times.is_empty() {
+            let st = c.iter().find(|r| r.status != "ok");
+            finding.verdict = Verdict::NewlySkipped;
+            finding.detail = format!(
+                "{} in the candidate: {}",
+                st.map(|r| r.status.as_str()).unwrap_or("absent"),
+                st.and_then(|r| r.reason.clone()).unwrap_or_default()
+            );
+        } else if b.iter().all(|r| r.size_bytes == 0) {
+            finding.verdict = Verdict::NotCompared;
+            finding.detail = "zero bytes: nothing to time".into();
+        } else {
+            let (bt, ct) = (mean(&b_times).unwrap(), mean(&c_times).unwrap());
+            // The baseline's own spread: its slowest repeated run, or its p99 with one run.
+            let limit = if b_times.len() > 1 {
+                b_times.iter().cloned().fold(f64::MIN, f64::max)
+            } else {
+                b[0].p99_us.unwrap_or(bt).max(bt)
+            };
+            let change = ct / bt - 1.0;
+            finding.change = Some(change);
+            finding.baseline_limit_us = Some(limit);
+            if change > threshold && ct > limit {
+                finding.verdict = Verdict::Regression;
+                finding.detail = format!("{:+.1}% and beyond the baseline's spread", change * 100.0);
+            } else if change < -threshold {
+                finding.verdict = Verdict::Improvement;
+                finding.detail = format!("{:+.1}%", change * 100.0);
+            } else if change > threshold {
+                finding.detail = format!("{:+.1}% but within the baseline's spread", change * 100.0);
+            }
+        }
+        findings.push(finding);
+    }
+    for (k, c) in &cg {
+        if !bg.contains_key(k) {
+            let wrong: u64 = c.iter().filter_map(|r| r.wrong).sum();
+            findings.push(Finding {
+                key: k.clone(),
+                verdict: if wrong > 0 { Verdict::Wrong } else { Verdict::New },
+                baseline_us: None,
+                candidate_us: mean(&ok_times(c)),
+                change: None,
+                baseline_limit_us: None,
+                baseline_busbw_gbps: None,
+                candidate_busbw_gbps: busbw(c),
+                detail: if wrong > 0 { format!("{wrong} wrong elements") } else { "not in the baseline".into() },
+            });
+        }
+    }
+    // Worst first: failing verdicts, then by slowdown.
+    findings
+        .sort_by(|a, b| a.verdict.cmp(&b.verdict).then(b.change.unwrap_or(0.0).total_cmp(&a.change.unwrap_or(0.0))));
+    let passed = !findings.iter().any(|f| f.verdict.fails());
+    Ok(Outcome {
+        schema: "ginbench-compare/1",
+        threshold,
+        passed,
+        env_differences: env_differences(base, cand),
+        findings,
+    })
+}
+
+fn us(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
+}
+
+/// The readable summary: verdict counts, then every finding that matters, worst first.
+pub fn render_text(o: &Outcome) -> String {
+    let mut s = String::new();
+    let count = |v: Verdict| o.findings.iter().filter(|f| f.verdict == v).count();
+    s += &format!(
+        "ginbench compare: {} (threshold {:.1}%): {} regressions, {} missing, {} newly skipped/failed, {} wrong, {} improvements, {} unchanged, {} new, {} not compared\n",
+        if o.passed { "PASS" } else { "FAIL" },
+        o.threshold * 100.0,
+        count(Verdict::Regression),
+        count(Verdict::Missing),
+        count(Verdict::NewlySkipped),
+        count(Verdict::Wrong),
+        count(Verdict::Improvement),
+        count(Verdict::Unchanged),
+        count(Verdict::New),
+        count(Verdict::NotCompared),
+    );
+    for d in &o.env_differences {
+        s += &format!("  environment differs: {d}\n");
+    }
+    for f in o.findings.iter().filter(|f| f.verdict != Verdict::Unchanged && f.verdict != Verdict::NotCompared) {
+        s += &format!(
+            "  {:<14} {}: {} -> {} us{}{}\n",
+            format!("{:?}", f.verdict).to_lowercase(),
+            f.key,
+            us(f.baseline_us),
+            us(f.candidate_us),
+            match (f.baseline_busbw_gbps, f.candidate_busbw_gbps) {
+                (Some(a), Some(b)) if a >= 1.0 => format!(" (busbw {a:.1} -> {b:.1} GB/s)"),
+                _ => String::new(),
+            },
+            if f.detail.is_empty() { String::new() } else { format!(": {}", f.detail) },
+        );
+    }
+    s
+}
+
+pub fn to_json(o: &Outcome) -> String {
+    serde_json::to_string_pretty(o).expect("an Outcome serializes") + "\n"
+}
+
+fn xml(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// JUnit XML: one test case per row key; failing verdicts are failures.
+pub fn to_junit(o: &Outcome) -> String {
+    let failures = o.findings.iter().filter(|f| f.verdict.fails()).count();
+    let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    s += &format!(
+        "<testsuites name=\"ginbench compare\" tests=\"{}\" failures=\"{failures}\">\n  <testsuite name=\"ginbench compare\" tests=\"{}\" failures=\"{failures}\">\n",
+        o.findings.len(),
+        o.findings.len()
+    );
+    for f in &o.findings {
+        let (class, name) = f.key.split_once(' ').unwrap_or(("ginbench", &f.key));
+        s += &format!(
+            "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.6}\"",
+            xml(class),
+            xml(name),
+            f.candidate_us.unwrap_or(0.0) / 1e6
+        );
+        if f.verdict.fails() {
+            s += &format!(
+                ">\n      <failure message=\"{:?}: {}\">baseline {} us, candidate {} us</failure>\n    </testcase>\n",
+                f.verdict,
+                xml(&f.detail),
+                us(f.baseline_us),
+                us(f.candidate_us)
+            );
+        } else {
+            s += " />\n";
+        }
+    }
+    s += "  </testsuite>\n</testsuites>\n";
+    s
+}

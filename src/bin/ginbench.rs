@@ -1,6 +1,6 @@
 use clap::{Parser, Subcommand};
 use ginbench::error::{die, Exit};
-use ginbench::report::{compare, json, write_atomic};
+use ginbench::report::{compare, json, sidebyside, write_atomic};
 use ginbench::sysinfo;
 use std::path::{Path, PathBuf};
 
@@ -40,11 +40,24 @@ enum Cmd {
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
     },
+    /// Side-by-side report of runs (e.g. two clusters): environments and their differences,
+    /// busbw / time per size and impl with ratios to the first run, SVG plots; Markdown and HTML.
+    /// Exit 2 on bad input.
+    Report {
+        #[arg(required = true)]
+        runs: Vec<PathBuf>,
+        /// Output folder (report.md, report.html, *.svg)
+        #[arg(short = 'o', long = "output", default_value = "report")]
+        output: PathBuf,
+        /// Name of each run, in order (default: the file name)
+        #[arg(long = "label")]
+        labels: Vec<String>,
+    },
 }
 
-/// `compare` exits 2 on bad input (its documented contract); other subcommands use exit 6.
+/// `compare` and `report` exit 2 on bad input (its documented contract); other subcommands use exit 6.
 fn bad_input_exit() -> i32 {
-    if std::env::args().nth(1).as_deref() == Some("compare") {
+    if matches!(std::env::args().nth(1).as_deref(), Some("compare" | "report")) {
         2
     } else {
         Exit::Usage as i32
@@ -88,6 +101,34 @@ fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path
     }
 }
 
+fn run_report(runs: &[PathBuf], labels: &[String], out: &Path) -> i32 {
+    let mut labeled = vec![];
+    for (i, p) in runs.iter().enumerate() {
+        match load(p) {
+            Ok(run) => labeled.push(sidebyside::Labeled {
+                label: labels.get(i).cloned().unwrap_or_else(|| {
+                    p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| format!("run{i}"))
+                }),
+                run,
+            }),
+            Err(e) => {
+                eprintln!("{PROG}: error: {e}");
+                return 2;
+            }
+        }
+    }
+    match sidebyside::write(&labeled, out) {
+        Ok(()) => {
+            println!("wrote {}/report.md and report.html", out.display());
+            0
+        }
+        Err(e) => {
+            eprintln!("{PROG}: error: {e}");
+            2
+        }
+    }
+}
+
 fn main() {
     let cli = Cli::try_parse().unwrap_or_else(|e| {
         use clap::error::ErrorKind::*;
@@ -112,6 +153,7 @@ fn main() {
             Ok(line) => println!("{line}"),
             Err(e) => die(PROG, &e),
         },
+        Cmd::Report { runs, output, labels } => std::process::exit(run_report(&runs, &labels, &output)),
         Cmd::Compare { baseline, candidate, threshold, json, junit } => {
             std::process::exit(run_compare(&baseline, &candidate, &threshold, json.as_deref(), junit.as_deref()))
         }

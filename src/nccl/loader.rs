@@ -21,10 +21,7 @@ pub fn header_version() -> u32 {
     env!("GINBENCH_NCCL_HEADER_VERSION").parse().unwrap()
 }
 
-/// 22809 -> "2.28.9"
-pub fn version_string(code: u32) -> String {
-    format!("{}.{}.{}", code / 10000, code / 100 % 100, code % 100)
-}
+pub use crate::report::schema::version_string;
 
 pub(super) fn get() -> &'static Nccl {
     NCCL.get().expect("nccl::load() must succeed before NCCL is used")

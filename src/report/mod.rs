@@ -2,7 +2,9 @@
 pub mod compare;
 pub mod csv;
 pub mod json;
+pub mod plots;
 pub mod schema;
+pub mod sidebyside;
 pub mod table;
 
 use std::io::Write;

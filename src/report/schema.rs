@@ -152,6 +152,11 @@ impl Summary {
     }
 }
 
+/// NCCL version code as text: 22809 -> "2.28.9".
+pub fn version_string(code: u32) -> String {
+    format!("{}.{}.{}", code / 10000, code / 100 % 100, code % 100)
+}
+
 /// Now as RFC 3339 UTC (`2026-11-21T10:54:03Z`), without a date crate.
 pub fn now_rfc3339() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);

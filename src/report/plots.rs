@@ -1,0 +1,89 @@
+//! SVG plots for `ginbench report`: one chart per implementation, one line per run.
+use plotters::prelude::*;
+use std::path::Path;
+
+/// A line: label and (x, y) points, x ascending.
+pub struct Series {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+const COLORS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
+
+/// A log-x chart (bytes per rank); `log_y` for times. Returns false when there is nothing to plot.
+pub fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series], log_y: bool) -> Result<bool, String> {
+    let pts: Vec<(f64, f64)> =
+        series.iter().flat_map(|s| s.points.iter().cloned()).filter(|p| p.0 > 0.0 && p.1 > 0.0).collect();
+    if pts.is_empty() {
+        return Ok(false);
+    }
+    let (xmin, xmax) = pts.iter().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
+    let (ymin, ymax) = pts.iter().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
+    let err = |e: &dyn std::fmt::Display| format!("plotting {}: {e}", path.display());
+    let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let mut b = ChartBuilder::on(&root);
+    b.caption(title, ("sans-serif", 20)).margin(14).x_label_area_size(44).y_label_area_size(64);
+    let xr = (xmin / 1.5..xmax * 1.5).log_scale();
+    macro_rules! draw {
+        ($chart:expr) => {{
+            let mut chart = $chart.map_err(|e| err(&e))?;
+            chart
+                .configure_mesh()
+                .x_desc("bytes per rank")
+                .y_desc(y_desc)
+                .x_label_formatter(&|v| human_bytes(*v))
+                .draw()
+                .map_err(|e| err(&e))?;
+            for (i, s) in series.iter().enumerate() {
+                let c = COLORS[i % COLORS.len()];
+                let p: Vec<(f64, f64)> = s.points.iter().cloned().filter(|p| p.0 > 0.0 && p.1 > 0.0).collect();
+                chart
+                    .draw_series(LineSeries::new(p.clone(), c.stroke_width(2)))
+                    .map_err(|e| err(&e))?
+                    .label(s.label.clone())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+                chart.draw_series(p.into_iter().map(|q| Circle::new(q, 3, c.filled()))).map_err(|e| err(&e))?;
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperLeft)
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()
+                .map_err(|e| err(&e))?;
+        }};
+    }
+    if log_y {
+        draw!(b.build_cartesian_2d(xr, (ymin / 1.5..ymax * 1.5).log_scale()));
+    } else {
+        draw!(b.build_cartesian_2d(xr, 0.0..ymax * 1.1));
+    }
+    root.present().map_err(|e| err(&e))?;
+    Ok(true)
+}
+
+/// 8 -> "8", 65536 -> "64K", 2^31 -> "2G".
+pub fn human_bytes(v: f64) -> String {
+    let (n, unit) = if v >= (1u64 << 30) as f64 {
+        (v / (1u64 << 30) as f64, "G")
+    } else if v >= (1 << 20) as f64 {
+        (v / (1 << 20) as f64, "M")
+    } else if v >= 1024.0 {
+        (v / 1024.0, "K")
+    } else {
+        (v, "")
+    };
+    if (n - n.round()).abs() < 0.05 {
+        format!("{:.0}{unit}", n)
+    } else {
+        format!("{n:.1}{unit}")
+    }
+}

@@ -78,7 +78,7 @@ pub struct Args {
     /// CTAs for device kernels (0 = the impl's tuned default)
     #[arg(short = 'V', long = "device_cta_count", default_value_t = 0)]
     pub cta_count: u32,
-    /// Write results as JSON (schema ginbench/1) to FILE
+    /// Write results as JSON (schema ginbench/1) to FILE (`-` for stdout; the table then goes to stderr)
     #[arg(short = 'J', long = "output_file", value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Write result rows as CSV to FILE
@@ -97,6 +97,10 @@ pub struct Args {
     /// Fail (exit 8) instead of skipping gin / hybrid rows when GIN is unavailable
     #[arg(long = "require-gin")]
     pub require_gin: bool,
+    /// Wrap this size's timed loop (out of place) in cuProfilerStart / Stop, for
+    /// `nsys profile --capture-range=cudaProfilerApi` (use with one -D impl)
+    #[arg(long = "profile-size", value_name = "SIZE")]
+    pub profile_size: Option<String>,
     /// List the implementations and exit
     #[arg(long = "list-impls")]
     pub list_impls: bool,
@@ -128,6 +132,7 @@ pub struct Config {
     pub per_iter: bool,
     pub emulate_nodes: Option<usize>,
     pub require_gin: bool,
+    pub profile_size: Option<u64>,
     pub command: String,
 }
 
@@ -185,6 +190,15 @@ impl Config {
                 ));
             }
         }
+        let profile_size = a.profile_size.as_deref().map(sizes::parse_size).transpose()?;
+        if let Some(p) = profile_size {
+            if !sweep.contains(&p) {
+                return Err(Error::usage(
+                    format!("--profile-size {p} is not one of the sweep's sizes"),
+                    "give a size the -b/-e/-f sweep visits, e.g. the value of -b",
+                ));
+            }
+        }
         if a.cta_count > 1024 {
             return Err(Error::usage(format!("-V {} is above 1024", a.cta_count), "use -V 1..1024 (0 = default)"));
         }
@@ -212,6 +226,7 @@ impl Config {
             per_iter: flag01(a.per_iter_timing, "-I")?,
             emulate_nodes: a.emulate_nodes,
             require_gin: a.require_gin,
+            profile_size,
             command,
         })
     }
@@ -286,6 +301,7 @@ mod tests {
             (vec!["--no-such-flag"], "--no-such-flag"),
             (vec!["-n", "many"], "many"),
             (vec!["-D", "gin-emu", "-R", "2"], "add --emulate-nodes"),
+            (vec!["-b", "1M", "-e", "4M", "-f", "2", "--profile-size", "3M"], "not one of the sweep"),
             (vec!["-D", "hybrid-emu", "-R", "2", "--emulate-nodes", "0"], "--emulate-nodes 0"),
         ] {
             let e = cfg(&args).unwrap_err();

@@ -12,5 +12,6 @@ pub mod envinfo;
 pub mod error;
 pub mod harness;
 pub mod nccl;
+pub mod profile;
 pub mod report;
 pub mod sysinfo;

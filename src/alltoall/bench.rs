@@ -211,13 +211,13 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
 fn sweep_all(r: &Rank, cfg: &Config, sweep: &[u64], checker: &mut Checker, out: &mut Output) -> Result<()> {
     let n = r.boot.size() as u64;
     for cycle in 0..cfg.cycles {
-        for info in &cfg.impls {
+        for (ii, info) in cfg.impls.iter().enumerate() {
             let imp = make(info, r)?;
             if let Ok(imp) = &imp {
                 warm_up(r, imp.as_ref(), cfg, sweep)?;
             }
             out.impl_header(info.name, info.id, r.reg.describe());
-            for &size in sweep {
+            for (si, &size) in sweep.iter().enumerate() {
                 let count = sizes::alltoall_count(size, cfg.dtype.size(), n);
                 let bytes_per_peer = count * cfg.dtype.size();
                 let mut rows = vec![];
@@ -233,7 +233,22 @@ fn sweep_all(r: &Rank, cfg: &Config, sweep: &[u64], checker: &mut Checker, out: 
                     let row = match (skip, &imp) {
                         (Some(why), _) => out.skipped(info.name, count, placement, cycle, why),
                         (None, Ok(imp)) => {
-                            let m = measure(r, imp.as_ref(), cfg, count, inplace, checker)?;
+                            out.progress(&format!(
+                                "{} ({}/{}) {} B {placement} ({}/{})",
+                                info.name,
+                                ii + 1,
+                                cfg.impls.len(),
+                                n * bytes_per_peer,
+                                si + 1,
+                                sweep.len()
+                            ));
+                            let case = Case {
+                                impl_name: info.name,
+                                count,
+                                inplace,
+                                capture: !inplace && cfg.profile_size == Some(size),
+                            };
+                            let m = measure(r, imp.as_ref(), cfg, &case, checker)?;
                             out.row(r.boot, info.name, count, placement, cycle, &m)
                         }
                         (None, Err(_)) => unreachable!("a skipped impl always has a reason"),
@@ -275,14 +290,18 @@ struct Measured {
     note: Option<&'static str>,
 }
 
-fn measure(
-    r: &Rank,
-    imp: &dyn super::Impl,
-    cfg: &Config,
+/// One measurement to take.
+struct Case<'a> {
+    impl_name: &'a str,
+    /// Elements per peer.
     count: u64,
     inplace: bool,
-    checker: &mut Checker,
-) -> Result<Measured> {
+    /// Inside a profiler capture range (`--profile-size`).
+    capture: bool,
+}
+
+fn measure(r: &Rank, imp: &dyn super::Impl, cfg: &Config, case: &Case, checker: &mut Checker) -> Result<Measured> {
+    let Case { impl_name, count, inplace, capture } = *case;
     let n = r.boot.size() as u64;
     let elt = cfg.dtype.size();
     let bytes = n * count * elt;
@@ -310,8 +329,10 @@ fn measure(
         ops_per_iter: agg,
         blocking: cfg.blocking,
         graph_launches: cfg.graph_launches,
+        capture,
     };
-    let timing = harness::time_loop(&r.gpu, r.boot, &params, &mut op)?;
+    let label = format!("{impl_name} {bytes}B {}", if inplace { "in-place" } else { "out-of-place" });
+    let timing = harness::time_loop(&r.gpu, r.boot, &params, &label, &mut op)?;
     r.comm.async_error()?;
 
     let mode = if inplace { imp.in_place(count * elt) } else { InPlace::Checked };
@@ -322,6 +343,7 @@ fn measure(
     let wrong = if cfg.check == 0 || note.is_some() {
         None
     } else {
+        let _range = crate::profile::range(|| format!("{label} check"));
         let rank = r.boot.rank() as u32;
         let mut wrong = 0;
         for rep in 0..cfg.check {
@@ -352,10 +374,15 @@ struct Output<'c> {
     style: table::Style,
     /// Skip reasons already printed under the current impl's table.
     reasons_shown: std::collections::HashSet<String>,
+    /// `-J -`: the JSON owns stdout; the table goes to stderr.
+    json_stdout: bool,
+    /// A progress line on stderr: rank 0, a terminal, not under CI, stdout not JSON.
+    progress: bool,
 }
 
 impl<'c> Output<'c> {
     fn new(print: bool, cfg: &'c Config, env: Env, started_at: String) -> Self {
+        let json_stdout = cfg.json.as_deref() == Some(std::path::Path::new("-"));
         let run = Run {
             schema: schema::SCHEMA.into(),
             benchmark: "alltoall".into(),
@@ -375,14 +402,34 @@ impl<'c> Output<'c> {
             rows: vec![],
             style: table::Style { cputime: cfg.cputime, per_iter: cfg.per_iter },
             reasons_shown: Default::default(),
+            json_stdout,
+            progress: print
+                && !json_stdout
+                && std::env::var_os("CI").is_none()
+                && std::io::IsTerminal::is_terminal(&std::io::stderr()),
         }
     }
 
     fn emit(&self, s: &str) {
-        if self.print {
+        if !self.print {
+            return;
+        }
+        self.progress("");
+        if self.json_stdout {
+            eprint!("{s}");
+        } else {
             let mut o = std::io::stdout().lock();
             let _ = o.write_all(s.as_bytes());
             let _ = o.flush();
+        }
+    }
+
+    /// Replace the progress line (empty: clear it).
+    fn progress(&self, text: &str) {
+        if self.progress {
+            let mut e = std::io::stderr().lock();
+            let _ = write!(e, "\r\x1b[K{}", if text.is_empty() { String::new() } else { format!("# running {text}") });
+            let _ = e.flush();
         }
     }
 
@@ -518,9 +565,13 @@ impl<'c> Output<'c> {
                 m.insert("error".into(), e.to_string().into());
             }
         }
-        if let Some(p) = &self.cfg.json {
-            json::write(p, &self.run).map_err(|e| Error::internal(format!("writing {}: {e}", p.display())))?;
-            self.emit(&format!("# Wrote JSON to {}\n", p.display()));
+        match &self.cfg.json {
+            Some(_) if self.json_stdout => print!("{}", json::to_string(&self.run)),
+            Some(p) => {
+                json::write(p, &self.run).map_err(|e| Error::internal(format!("writing {}: {e}", p.display())))?;
+                self.emit(&format!("# Wrote JSON to {}\n", p.display()));
+            }
+            None => {}
         }
         if let Some(p) = &self.cfg.csv {
             csv::write(p, &self.run.rows).map_err(|e| Error::internal(format!("writing {}: {e}", p.display())))?;
@@ -551,6 +602,7 @@ fn config_json(c: &Config) -> serde_json::Value {
         "report_cputime": c.cputime,
         "per_iter_timing": c.per_iter,
         "emulate_nodes": c.emulate_nodes,
+        "profile_size": c.profile_size,
         "require_gin": c.require_gin,
     })
 }

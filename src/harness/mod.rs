@@ -8,6 +8,7 @@ pub mod watchdog;
 use crate::bootstrap::Bootstrap;
 use crate::cuda::Gpu;
 use crate::error::{Error, Result};
+use crate::profile;
 use cudarc::driver::sys;
 use std::time::Instant;
 
@@ -21,6 +22,8 @@ pub struct LoopParams {
     pub blocking: bool,
     /// `-G N`: capture the `iters` loop in a CUDA graph and launch it N times.
     pub graph_launches: u32,
+    /// Wrap the timed loop in a profiler capture range (`--profile-size`).
+    pub capture: bool,
 }
 
 /// One rank's timing of one measurement, per operation, in µs.
@@ -35,41 +38,53 @@ pub struct Timing {
     pub samples_us: Vec<f64>,
 }
 
-/// Warm up, then time `op(i)` (which enqueues iteration i on the GPU's stream).
+/// Warm up, then time `op(i)` (which enqueues iteration i on the GPU's stream). `label` names
+/// the NVTX ranges of the phases (warmup, timed, per-iteration).
 pub fn time_loop(
     gpu: &Gpu,
     boot: &dyn Bootstrap,
     p: &LoopParams,
+    label: &str,
     op: &mut dyn FnMut(u32) -> Result<()>,
 ) -> Result<Timing> {
-    for i in 0..p.warmup {
-        op(i)?;
+    {
+        let _r = profile::range(|| format!("{label} warmup"));
+        for i in 0..p.warmup {
+            op(i)?;
+        }
+        gpu.stream.synchronize()?;
     }
-    gpu.stream.synchronize()?;
     boot.barrier();
     let per_iter_ops = p.ops_per_iter as f64;
     if p.graph_launches > 0 {
+        let _r = profile::range(|| format!("{label} timed (graph)"));
         return time_graph(gpu, boot, p, op);
     }
 
     let (start, end) = (gpu.timing_event()?, gpu.timing_event()?);
-    start.record(&gpu.stream)?;
-    let t0 = Instant::now();
-    for i in 0..p.iters {
-        op(i)?;
-        if p.blocking {
-            gpu.stream.synchronize()?;
+    let mut timed = || -> Result<f64> {
+        let _r = profile::range(|| format!("{label} timed"));
+        start.record(&gpu.stream)?;
+        let t0 = Instant::now();
+        for i in 0..p.iters {
+            op(i)?;
+            if p.blocking {
+                gpu.stream.synchronize()?;
+            }
         }
-    }
-    let cpu = t0.elapsed().as_secs_f64() * 1e6;
-    end.record(&gpu.stream)?;
-    end.synchronize()?;
+        let cpu = t0.elapsed().as_secs_f64() * 1e6;
+        end.record(&gpu.stream)?;
+        end.synchronize()?;
+        Ok(cpu)
+    };
+    let cpu = if p.capture { profile::captured(timed)? } else { timed()? };
     let total_ops = p.iters as f64 * per_iter_ops;
     let mean_us = start.elapsed_ms(&end)? as f64 * 1e3 / total_ops;
 
     // Second pass: an event after each iteration. Kept apart from the timed loop so that the
     // extra event records cannot slow the mean down.
     boot.barrier();
+    let _r = profile::range(|| format!("{label} per-iteration"));
     let events = (0..=p.iters).map(|_| gpu.timing_event()).collect::<Result<Vec<_>>>()?;
     events[0].record(&gpu.stream)?;
     for i in 0..p.iters {

@@ -17,10 +17,19 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
-/// A log-x chart (bytes per rank); `log_y` for times. Returns false when there is nothing to plot.
+/// A chart against bytes per rank on a log axis (ticks at powers of two); `log_y` for times
+/// (when they span more than a decade or so).
+/// Returns false when there is nothing to plot.
 pub fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series], log_y: bool) -> Result<bool, String> {
-    let pts: Vec<(f64, f64)> =
-        series.iter().flat_map(|s| s.points.iter().cloned()).filter(|p| p.0 > 0.0 && p.1 > 0.0).collect();
+    // x is plotted as log2(bytes) on a linear axis, so ticks land on powers of two.
+    let series: Vec<Series> = series
+        .iter()
+        .map(|s| Series {
+            label: s.label.clone(),
+            points: s.points.iter().filter(|p| p.0 > 0.0 && p.1 > 0.0).map(|p| (p.0.log2(), p.1)).collect(),
+        })
+        .collect();
+    let pts: Vec<(f64, f64)> = series.iter().flat_map(|s| s.points.iter().cloned()).collect();
     if pts.is_empty() {
         return Ok(false);
     }
@@ -31,7 +40,7 @@ pub fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series], log
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let mut b = ChartBuilder::on(&root);
     b.caption(title, ("sans-serif", 20)).margin(14).x_label_area_size(44).y_label_area_size(64);
-    let xr = (xmin / 1.5..xmax * 1.5).log_scale();
+    let xr = (xmin - 0.5).floor()..(xmax + 0.5).ceil();
     macro_rules! draw {
         ($chart:expr) => {{
             let mut chart = $chart.map_err(|e| err(&e))?;
@@ -39,12 +48,12 @@ pub fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series], log
                 .configure_mesh()
                 .x_desc("bytes per rank")
                 .y_desc(y_desc)
-                .x_label_formatter(&|v| human_bytes(*v))
+                .x_label_formatter(&|v| human_bytes(2f64.powf(v.round())))
                 .draw()
                 .map_err(|e| err(&e))?;
             for (i, s) in series.iter().enumerate() {
                 let c = COLORS[i % COLORS.len()];
-                let p: Vec<(f64, f64)> = s.points.iter().cloned().filter(|p| p.0 > 0.0 && p.1 > 0.0).collect();
+                let p = s.points.clone();
                 chart
                     .draw_series(LineSeries::new(p.clone(), c.stroke_width(2)))
                     .map_err(|e| err(&e))?
@@ -61,7 +70,8 @@ pub fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series], log
                 .map_err(|e| err(&e))?;
         }};
     }
-    if log_y {
+    // A log axis labels only whole decades: use it only when the data spans several.
+    if log_y && ymax / ymin > 30.0 {
         draw!(b.build_cartesian_2d(xr, (ymin / 1.5..ymax * 1.5).log_scale()));
     } else {
         draw!(b.build_cartesian_2d(xr, 0.0..ymax * 1.1));

@@ -5,7 +5,7 @@
 use super::{Impl, InPlace, Rank};
 use crate::error::Result;
 use crate::nccl::compat::{self, DevComm};
-use crate::nccl::{ffi, DevMem};
+use crate::nccl::SymBuffer;
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
 /// Default CTAs: each takes a slice of every block, with its own signal and GIN context.
@@ -33,28 +33,14 @@ impl Kind {
     }
 }
 
-/// The emulated transport's signal words: a symmetric window, one u64 per CTA on every rank.
-struct Signals {
-    win: ffi::ncclWindow_t,
-    comm: ffi::ncclComm_t,
-    _mem: DevMem,
-}
-
-impl Drop for Signals {
-    fn drop(&mut self) {
-        unsafe {
-            let _ = crate::nccl::lib().ncclCommWindowDeregister(self.comm, self.win);
-        }
-    }
-}
-
 pub struct GinA2a {
     func: CudaFunction,
     ctas: u32,
     /// Ranks per virtual node (emulation).
     node_size: i32,
-    // Dropped before `dev`: field order.
-    signals: Option<Signals>,
+    /// The emulated transport's signal words: one u64 per CTA on every rank. Dropped before
+    /// `dev` (field order).
+    signals: Option<SymBuffer>,
     dev: DevComm,
 }
 
@@ -84,15 +70,8 @@ impl GinA2a {
             reqs.ginSignalCount = ctas as i32;
         }
         let dev = DevComm::create(&r.comm, &reqs)?;
-        let signals = if kind.emulated() {
-            let mem = DevMem::alloc(ctas as usize * 8)?;
-            unsafe { cudarc::driver::result::memset_d8_async(mem.ptr, 0, mem.bytes, r.gpu.stream.cu_stream()) }?;
-            let win = r.comm.window_register(&mem)?;
-            r.gpu.stream.synchronize()?;
-            Some(Signals { win, comm: r.comm.raw(), _mem: mem })
-        } else {
-            None
-        };
+        let signals =
+            if kind.emulated() { Some(SymBuffer::new(&r.comm, ctas as usize * 8, &r.gpu.stream)?) } else { None };
         Ok(Ok(GinA2a { func: r.gpu.function("gin", kind.kernel())?, ctas, node_size, signals, dev }))
     }
 }

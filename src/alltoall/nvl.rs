@@ -2,11 +2,8 @@
 //! device API. Kernels in src/kernels/nvl.cu.
 use super::{Impl, InPlace, Rank};
 use crate::error::Result;
-use crate::nccl::{compat, compat::DevComm, ffi, DevMem};
+use crate::nccl::{compat, compat::DevComm, SymBuffer};
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
-
-// The kernels take the device communicator by value.
-unsafe impl cudarc::driver::DeviceRepr for ffi::ncclDevComm {}
 
 /// Threads per CTA; src/kernels/device_compat.cuh's GB_THREADS.
 const THREADS: u32 = 512;
@@ -46,19 +43,9 @@ impl Kind {
 
 /// nvl-ll's staging window and per-CTA launch counters.
 struct Staging {
-    win: ffi::ncclWindow_t,
-    comm: ffi::ncclComm_t,
+    buf: SymBuffer,
     epochs: CudaSlice<u32>,
     epochs_ptr: u64,
-    _mem: DevMem,
-}
-
-impl Drop for Staging {
-    fn drop(&mut self) {
-        unsafe {
-            let _ = crate::nccl::lib().ncclCommWindowDeregister(self.comm, self.win);
-        }
-    }
 }
 
 pub struct Nvl {
@@ -83,16 +70,14 @@ impl Nvl {
         reqs.lsaBarrierCount = if kind == Kind::LowLatency { 0 } else { ctas as i32 };
         let dev = DevComm::create(&r.comm, &reqs)?;
         let ll = if kind == Kind::LowLatency {
-            let mem = DevMem::alloc((2 * n as u64 * LL_CAP) as usize)?;
-            unsafe { cudarc::driver::result::memset_d8_async(mem.ptr, 0, mem.bytes, r.gpu.stream.cu_stream()) }?;
-            let win = r.comm.window_register(&mem)?;
+            let buf = SymBuffer::new(&r.comm, (2 * n as u64 * LL_CAP) as usize, &r.gpu.stream)?;
             let epochs = r.gpu.stream.alloc_zeros::<u32>(ctas as usize)?;
             let epochs_ptr = {
                 let (p, _sync) = epochs.device_ptr(&r.gpu.stream);
                 p
             };
             r.gpu.stream.synchronize()?;
-            Some(Staging { win, comm: r.comm.raw(), epochs, epochs_ptr, _mem: mem })
+            Some(Staging { buf, epochs, epochs_ptr })
         } else {
             None
         };
@@ -132,7 +117,7 @@ impl Impl for Nvl {
         b.arg(&sw).arg(&so).arg(&rw).arg(&ro).arg(&bytes);
         let ll_args;
         if let Some(ll) = &self.ll {
-            ll_args = (ll.win as u64, LL_CAP, ll.epochs_ptr);
+            ll_args = (ll.buf.win as u64, LL_CAP, ll.epochs_ptr);
             b.arg(&ll_args.0).arg(&ll_args.1).arg(&ll_args.2);
         }
         b.arg(&self.dev.raw);

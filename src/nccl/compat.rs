@@ -45,6 +45,9 @@ pub fn request_gin(r: &mut ffi::ncclDevCommRequirements) {
     }
 }
 
+// Kernels take the device communicator by value: a plain struct NCCL filled in.
+unsafe impl cudarc::driver::DeviceRepr for ffi::ncclDevComm {}
+
 /// A device communicator (`ncclDevComm`, passed by value to kernels).
 pub struct DevComm {
     pub raw: ffi::ncclDevComm,

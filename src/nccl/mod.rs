@@ -168,11 +168,6 @@ impl Comm {
         unsafe { lib().ncclTeamLsa(self.raw).nRanks as usize }
     }
 
-    /// Whether this library has ncclAlltoAll (2.28+); otherwise grouped send/recv stands in.
-    pub fn has_alltoall() -> bool {
-        lib().ncclAlltoAll.is_ok()
-    }
-
     /// `count` elements to and from every peer: ncclAlltoAll, or a group of send/recv.
     ///
     /// # Safety
@@ -248,6 +243,32 @@ impl Drop for DevMem {
     fn drop(&mut self) {
         unsafe {
             let _ = lib().ncclMemFree(self.ptr as *mut c_void);
+        }
+    }
+}
+
+/// A zeroed device buffer registered as a symmetric window, for an impl's own state (staging
+/// buffers, signal words). Collective to create; deregistered, then freed, when dropped.
+pub struct SymBuffer {
+    pub win: ffi::ncclWindow_t,
+    comm: ffi::ncclComm_t,
+    _mem: DevMem,
+}
+
+impl SymBuffer {
+    pub fn new(comm: &Comm, bytes: usize, stream: &cudarc::driver::CudaStream) -> Result<SymBuffer> {
+        let mem = DevMem::alloc(bytes)?;
+        unsafe { cudarc::driver::result::memset_d8_async(mem.ptr, 0, mem.bytes, stream.cu_stream()) }?;
+        stream.synchronize()?;
+        let win = comm.window_register(&mem)?;
+        Ok(SymBuffer { win, comm: comm.raw(), _mem: mem })
+    }
+}
+
+impl Drop for SymBuffer {
+    fn drop(&mut self) {
+        unsafe {
+            let _ = lib().ncclCommWindowDeregister(self.comm, self.win);
         }
     }
 }

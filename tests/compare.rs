@@ -100,13 +100,17 @@ fn fails_closed() {
     skipped.reason = Some("GIN unavailable".into());
     let mut wrong = row("auto", 1 << 20, 5.0, 5.0, 0);
     wrong.wrong = Some(3);
-    let c = run(vec![skipped, wrong, row("nvl-ll", 1 << 20, 3.0, 3.0, 0)]);
+    let mut new_skipped = row("gin", 1 << 20, 0.0, 0.0, 0);
+    new_skipped.status = "skipped".into();
+    new_skipped.time_us = None;
+    let c = run(vec![skipped, wrong, row("nvl-ll", 1 << 20, 3.0, 3.0, 0), new_skipped]);
     let o = compare::compare(&b, &c, 0.05).unwrap();
     assert!(!o.passed);
     assert_eq!(verdict(&o, "alltoall nvl 1048576"), Verdict::Missing);
     assert_eq!(verdict(&o, "alltoall host"), Verdict::NewlySkipped);
     assert_eq!(verdict(&o, "alltoall auto"), Verdict::Wrong);
     assert_eq!(verdict(&o, "alltoall nvl-ll"), Verdict::New);
+    assert_eq!(verdict(&o, "alltoall gin"), Verdict::NotCompared);
     let text = compare::render_text(&o);
     assert!(text.starts_with("ginbench compare: FAIL"), "{text}");
     assert!(text.contains("GIN unavailable"), "{text}");

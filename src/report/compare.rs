@@ -183,16 +183,27 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
     for (k, c) in &cg {
         if !bg.contains_key(k) {
             let wrong: u64 = c.iter().filter_map(|r| r.wrong).sum();
+            let ran = !ok_times(c).is_empty();
             findings.push(Finding {
                 key: k.clone(),
-                verdict: if wrong > 0 { Verdict::Wrong } else { Verdict::New },
+                verdict: match (wrong > 0, ran) {
+                    (true, _) => Verdict::Wrong,
+                    (false, true) => Verdict::New,
+                    (false, false) => Verdict::NotCompared,
+                },
                 baseline_us: None,
                 candidate_us: mean(&ok_times(c)),
                 change: None,
                 baseline_limit_us: None,
                 baseline_busbw_gbps: None,
                 candidate_busbw_gbps: busbw(c),
-                detail: if wrong > 0 { format!("{wrong} wrong elements") } else { "not in the baseline".into() },
+                detail: if wrong > 0 {
+                    format!("{wrong} wrong elements")
+                } else if ran {
+                    "not in the baseline".into()
+                } else {
+                    "not in the baseline, and did not run".into()
+                },
             });
         }
     }

@@ -364,6 +364,12 @@ fn measure(r: &Rank, imp: &dyn super::Impl, cfg: &Config, case: &Case, checker: 
     Ok(Measured { timing, wrong, note })
 }
 
+/// The progress line shows on rank 0 only, on a terminal, never under CI nor when stdout
+/// carries the JSON (`-J -`).
+fn show_progress(rank0: bool, json_stdout: bool, ci: bool, stderr_is_tty: bool) -> bool {
+    rank0 && !json_stdout && !ci && stderr_is_tty
+}
+
 /// Rank 0's output: the table as it goes, and the JSON / CSV at the end. Other ranks take part
 /// in the reductions only.
 struct Output<'c> {
@@ -403,10 +409,12 @@ impl<'c> Output<'c> {
             style: table::Style { cputime: cfg.cputime, per_iter: cfg.per_iter },
             reasons_shown: Default::default(),
             json_stdout,
-            progress: print
-                && !json_stdout
-                && std::env::var_os("CI").is_none()
-                && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            progress: show_progress(
+                print,
+                json_stdout,
+                std::env::var_os("CI").is_some(),
+                std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            ),
         }
     }
 
@@ -605,4 +613,24 @@ fn config_json(c: &Config) -> serde_json::Value {
         "profile_size": c.profile_size,
         "require_gin": c.require_gin,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_only_for_a_person_at_a_terminal() {
+        assert!(show_progress(true, false, false, true));
+        assert!(!show_progress(false, false, false, true), "other ranks stay quiet");
+        assert!(!show_progress(true, true, false, true), "-J - owns stdout");
+        assert!(!show_progress(true, false, true, true), "quiet under CI");
+        assert!(!show_progress(true, false, false, false), "not a terminal");
+    }
+
+    #[test]
+    fn hosts_once_in_rank_order() {
+        let g = |h: &str| GpuInfo { host: h.into(), ..Default::default() };
+        assert_eq!(unique_hosts(&[g("b"), g("a"), g("b")]), vec!["b".to_string(), "a".to_string()]);
+    }
 }

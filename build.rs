@@ -105,6 +105,7 @@ fn main() {
     bindings(&cuda, &nccl_inc, &out);
     kernels(&cuda, &nccl_inc, &out);
     initializers(&cuda, &nccl_inc, &out);
+    nvtx(&cuda);
     mpi_rpath();
 }
 
@@ -197,6 +198,23 @@ fn initializers(cuda: &Path, nccl_inc: &Path, out: &Path) {
         fail("src/nccl/initializers.cu failed to run");
     }
     fs::write(out.join("nccl_initializers.rs"), run.stdout).unwrap();
+}
+
+/// The NVTX shim (src/nvtx.c): NVTX v3 is header-only and finds an injected tool (Nsight
+/// Systems) by itself, so no libnvToolsExt is needed at run time. Without nvtx3 headers the shim
+/// compiles to no-ops.
+fn nvtx(cuda: &Path) {
+    println!("cargo:rerun-if-changed=src/nvtx.c");
+    let inc = cuda.join("include");
+    let mut b = cc::Build::new();
+    b.file("src/nvtx.c").include(&inc).warnings(false);
+    if inc.join("nvtx3/nvToolsExt.h").exists() {
+        b.define("GB_HAVE_NVTX3", None);
+    } else {
+        println!("cargo:warning=no nvtx3 headers under {}: NVTX ranges are disabled", inc.display());
+    }
+    b.compile("ginbench_nvtx");
+    println!("cargo:rustc-link-lib=dl");
 }
 
 /// Bake the MPI library directory into RUNPATH so the binaries start without LD_LIBRARY_PATH

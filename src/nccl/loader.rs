@@ -46,19 +46,13 @@ fn candidates() -> Vec<(String, &'static str)> {
 
 /// The NCCL inside the Python environment (PyTorch's), if `python3` has one.
 fn python_nccl() -> Option<String> {
-    python_package_lib("nvidia.nccl", "libnccl.so.2")
-}
-
-/// `<package dir>/lib/<file>` of a Python package (the NVIDIA wheels' layout), if `python3`
-/// has the package and the file exists.
-pub fn python_package_lib(package: &str, file: &str) -> Option<String> {
     let out = std::process::Command::new("python3")
-        .args(["-c", &format!("import {package} as m; print(list(m.__path__)[0])")])
+        .args(["-c", "import nvidia.nccl as m; print(list(m.__path__)[0])"])
         .stderr(std::process::Stdio::null())
         .output()
         .ok()?;
     let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let p = format!("{dir}/lib/{file}");
+    let p = format!("{dir}/lib/libnccl.so.2");
     (out.status.success() && std::path::Path::new(&p).exists()).then_some(p)
 }
 

@@ -5,7 +5,7 @@ pub mod compat;
 pub mod ffi;
 mod loader;
 
-pub use loader::{header_version, load, python_package_lib, version_string, Nccl};
+pub use loader::{header_version, load, version_string, Nccl};
 
 use crate::error::{Error, Exit, Result};
 use std::ffi::{c_void, CStr};

@@ -120,6 +120,18 @@ impl Gpu {
         Ok(self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?)
     }
 
+    /// This GPU as the results schema records it.
+    pub fn describe(&self, rank: usize, host: &str) -> crate::report::schema::Gpu {
+        crate::report::schema::Gpu {
+            rank,
+            name: self.name(),
+            host: host.into(),
+            device: self.ordinal,
+            pci_bus_id: self.pci_bus_id(),
+            memory_bytes: self.total_mem(),
+        }
+    }
+
     /// Raw stream handle for NCCL (`cudaStream_t` and `CUstream` are the same object).
     pub fn raw_stream(&self) -> *mut std::ffi::c_void {
         self.stream.cu_stream() as *mut std::ffi::c_void

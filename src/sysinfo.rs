@@ -99,15 +99,7 @@ fn probe_node(n: usize) -> Result<(Vec<GpuInfo>, Gin)> {
             std::thread::spawn(move || -> Result<(GpuInfo, Gin)> {
                 let gpu = Gpu::open(b.rank())?;
                 let gin = nccl::probe_gin(&b)?;
-                let info = GpuInfo {
-                    rank: b.rank(),
-                    name: gpu.name(),
-                    host: bootstrap::hostname(),
-                    device: b.rank(),
-                    pci_bus_id: gpu.pci_bus_id(),
-                    memory_bytes: gpu.total_mem(),
-                };
-                Ok((info, gin))
+                Ok((gpu.describe(b.rank(), &bootstrap::hostname()), gin))
             })
         })
         .collect();

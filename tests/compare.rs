@@ -4,42 +4,8 @@ use ginbench::report::json;
 use ginbench::report::schema::*;
 use std::process::Command;
 
-fn row(impl_name: &str, size: u64, time: f64, p99: f64, cycle: u32) -> Row {
-    Row {
-        impl_name: impl_name.into(),
-        size_bytes: size,
-        count: size / 16,
-        dtype: "float".into(),
-        placement: "out-of-place".into(),
-        time_us: Some(time),
-        p50_us: Some(time),
-        p99_us: Some(p99),
-        algbw_gbps: Some(size as f64 / 1e3 / time),
-        busbw_gbps: Some(size as f64 / 1e3 / time * 0.75),
-        wrong: Some(0),
-        status: "ok".into(),
-        reason: None,
-        cycle,
-        mode: None,
-        phase: None,
-        tokens: None,
-    }
-}
-
-fn run(rows: Vec<Row>) -> Run {
-    Run {
-        schema: SCHEMA.into(),
-        benchmark: "alltoall".into(),
-        tool: Tool { version: "0.1.0".into(), git: "x".into() },
-        command: "alltoall_perf".into(),
-        started_at: "2026-11-21T10:00:00Z".into(),
-        finished_at: None,
-        env: Env { ranks: 4, ..Default::default() },
-        config: serde_json::Value::Null,
-        rows,
-        summary: None,
-    }
-}
+mod common;
+use common::{row, run};
 
 fn verdict(o: &compare::Outcome, key_part: &str) -> Verdict {
     o.findings.iter().find(|f| f.key.contains(key_part)).unwrap_or_else(|| panic!("no {key_part}")).verdict

@@ -3,49 +3,22 @@ use ginbench::report::json;
 use ginbench::report::schema::*;
 use ginbench::report::sidebyside::{self, Labeled};
 
+mod common;
+
+/// Two sizes of nvl at 100 × `scale` GB/s algbw, on a cluster described by `gpu` and `gin`.
 fn run(gpu: &str, gin: &str, scale: f64) -> Run {
     let rows = [1u64 << 20, 1 << 30]
         .iter()
         .map(|&size| {
             let t = size as f64 / 1e3 / (100.0 * scale);
-            Row {
-                impl_name: "nvl".into(),
-                size_bytes: size,
-                count: size / 16,
-                dtype: "float".into(),
-                placement: "out-of-place".into(),
-                time_us: Some(t),
-                p50_us: Some(t),
-                p99_us: Some(t),
-                algbw_gbps: Some(100.0 * scale),
-                busbw_gbps: Some(75.0 * scale),
-                wrong: Some(0),
-                status: "ok".into(),
-                reason: None,
-                cycle: 0,
-                mode: None,
-                phase: None,
-                tokens: None,
-            }
+            common::row("nvl", size, t, t, 0)
         })
         .collect();
-    Run {
-        schema: SCHEMA.into(),
-        benchmark: "alltoall".into(),
-        tool: Tool { version: "0.1.0".into(), git: "x".into() },
-        command: "alltoall_perf".into(),
-        started_at: "2026-11-21T10:00:00Z".into(),
-        finished_at: None,
-        env: Env {
-            ranks: 16,
-            gpus: vec![Gpu { name: gpu.into(), ..Default::default() }],
-            gin: Gin { kind: gin.into(), reason: String::new(), connection: "full".into() },
-            ..Default::default()
-        },
-        config: serde_json::Value::Null,
-        rows,
-        summary: None,
-    }
+    let mut r = common::run(rows);
+    r.env.ranks = 16;
+    r.env.gpus = vec![Gpu { name: gpu.into(), ..Default::default() }];
+    r.env.gin = Gin { kind: gin.into(), reason: String::new(), connection: "full".into() };
+    r
 }
 
 #[test]

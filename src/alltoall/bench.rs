@@ -117,14 +117,7 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
 
     // Environment, gathered to rank 0.
     let host = bootstrap::hostname();
-    let me = GpuInfo {
-        rank,
-        name: gpu.name(),
-        host: host.clone(),
-        device,
-        pci_bus_id: gpu.pci_bus_id(),
-        memory_bytes: gpu.total_mem(),
-    };
+    let me = gpu.describe(rank, &host);
     let gpus: Vec<GpuInfo> = boot
         .allgather(&serde_json::to_vec(&me).unwrap())
         .iter()

@@ -9,7 +9,7 @@ use crate::bootstrap::Bootstrap;
 use crate::cuda::Gpu;
 use crate::error::{Error, Result};
 use crate::profile;
-use cudarc::driver::sys;
+use cudarc::driver::{sys, CudaEvent};
 use std::time::Instant;
 
 #[derive(Debug, Clone, Copy)]
@@ -92,11 +92,7 @@ pub fn time_loop(
         events[i as usize + 1].record(&gpu.stream)?;
     }
     events[p.iters as usize].synchronize()?;
-    let samples_us = events
-        .windows(2)
-        .map(|w| Ok(w[0].elapsed_ms(&w[1])? as f64 * 1e3 / per_iter_ops))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Timing { mean_us, cpu_us: cpu / total_ops, samples_us })
+    Ok(Timing { mean_us, cpu_us: cpu / total_ops, samples_us: intervals_us(&events, per_iter_ops)? })
 }
 
 /// Run `op` once: directly, or (`graph`) captured into a CUDA graph and replayed, so that `-G`
@@ -146,8 +142,11 @@ fn time_graph(
     let cpu = t0.elapsed().as_secs_f64() * 1e6;
     events[launches].synchronize()?;
     let ops = p.iters as f64 * p.ops_per_iter as f64;
-    let samples_us =
-        events.windows(2).map(|w| Ok(w[0].elapsed_ms(&w[1])? as f64 * 1e3 / ops)).collect::<Result<Vec<_>>>()?;
     let mean_us = events[0].elapsed_ms(&events[launches])? as f64 * 1e3 / (ops * launches as f64);
-    Ok(Timing { mean_us, cpu_us: cpu / (ops * launches as f64), samples_us })
+    Ok(Timing { mean_us, cpu_us: cpu / (ops * launches as f64), samples_us: intervals_us(&events, ops)? })
+}
+
+/// Time between consecutive events, in µs, divided by the operations between them.
+fn intervals_us(events: &[CudaEvent], ops: f64) -> Result<Vec<f64>> {
+    events.windows(2).map(|w| Ok(w[0].elapsed_ms(&w[1])? as f64 * 1e3 / ops)).collect()
 }

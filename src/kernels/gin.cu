@@ -14,6 +14,16 @@
 struct Topo {
   int rank, nRanks, nodeStart, nodeSize, lsaBase;
   __device__ bool inNode(int p) const { return p >= nodeStart && p < nodeStart + nodeSize; }
+
+  // Real: the node is the LSA team (consecutive world ranks).
+  __device__ static Topo lsaNodes(ncclDevComm const& dc) {
+    const int start = dc.rank - dc.lsaRank;
+    return Topo{dc.rank, dc.nRanks, start, dc.lsaSize, start};
+  }
+  // Emulated: `nodeSize` consecutive ranks per virtual node; the whole host is one LSA team.
+  __device__ static Topo virtualNodes(ncclDevComm const& dc, int nodeSize) {
+    return Topo{dc.rank, dc.nRanks, dc.rank / nodeSize * nodeSize, nodeSize, 0};
+  }
 };
 
 template <bool HYBRID, class Net>
@@ -52,8 +62,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_gin(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
            ncclDevComm dc) {
   GinNet net(dc, blockIdx.x % dc.ginContextCount);
-  Topo t{dc.rank, dc.nRanks, dc.rank - dc.lsaRank, dc.lsaSize, dc.rank - dc.lsaRank};
-  a2a<false>(net, t, sendwin, sendoff, recvwin, recvoff, bytes);
+  a2a<false>(net, Topo::lsaNodes(dc), sendwin, sendoff, recvwin, recvoff, bytes);
 }
 
 // Real hybrid: NVLink stores inside the LSA team (the node), GIN across nodes.
@@ -61,8 +70,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_hybrid(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
               ncclDevComm dc) {
   GinNet net(dc, blockIdx.x % dc.ginContextCount);
-  Topo t{dc.rank, dc.nRanks, dc.rank - dc.lsaRank, dc.lsaSize, dc.rank - dc.lsaRank};
-  a2a<true>(net, t, sendwin, sendoff, recvwin, recvoff, bytes);
+  a2a<true>(net, Topo::lsaNodes(dc), sendwin, sendoff, recvwin, recvoff, bytes);
 }
 
 // Emulated: `nodeSize` ranks per virtual node, GIN emulated over NVLink between virtual nodes.
@@ -70,14 +78,12 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_gin_emu(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
                ncclWindow_t sigwin, int nodeSize, ncclDevComm dc) {
   EmuNet net(dc, sigwin);
-  Topo t{dc.rank, dc.nRanks, dc.rank / nodeSize * nodeSize, nodeSize, 0};
-  a2a<false>(net, t, sendwin, sendoff, recvwin, recvoff, bytes);
+  a2a<false>(net, Topo::virtualNodes(dc, nodeSize), sendwin, sendoff, recvwin, recvoff, bytes);
 }
 
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_hybrid_emu(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
                   ncclWindow_t sigwin, int nodeSize, ncclDevComm dc) {
   EmuNet net(dc, sigwin);
-  Topo t{dc.rank, dc.nRanks, dc.rank / nodeSize * nodeSize, nodeSize, 0};
-  a2a<true>(net, t, sendwin, sendoff, recvwin, recvoff, bytes);
+  a2a<true>(net, Topo::virtualNodes(dc, nodeSize), sendwin, sendoff, recvwin, recvoff, bytes);
 }

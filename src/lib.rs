@@ -9,6 +9,7 @@ pub mod cli;
 pub mod cuda;
 pub mod dtype;
 pub mod envinfo;
+pub mod ep;
 pub mod error;
 pub mod harness;
 pub mod nccl;

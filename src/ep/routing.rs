@@ -1,0 +1,264 @@
+//! Seeded routing: which experts each token of each rank selects, and with what weight.
+//!
+//! Every rank's routing is a pure function of (generator, seed, rank), so any rank can rebuild
+//! any other rank's routing and the whole dispatch layout without communication (as NCCL EP's
+//! ep_bench does). Every impl sees the same routing.
+use crate::error::{Error, Result};
+
+/// xoshiro256** seeded by splitmix64: small, fast and well tested; no crate needed.
+pub struct Rng([u64; 4]);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        let mut x = seed;
+        let mut next = || {
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        Rng([next(), next(), next(), next()])
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let s = &mut self.0;
+        let r = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let t = s[1] << 17;
+        s[2] ^= s[0];
+        s[3] ^= s[1];
+        s[1] ^= s[2];
+        s[0] ^= s[3];
+        s[2] ^= t;
+        s[3] = s[3].rotate_left(45);
+        r
+    }
+
+    /// Uniform in (0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// Standard normal (Box-Muller).
+    pub fn normal(&mut self) -> f64 {
+        let (u, v) = (self.uniform(), self.uniform());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+}
+
+/// How tokens choose experts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Generator {
+    /// Top-k of |randn| + 1 scores (DeepEP / NCCL EP low-latency tests).
+    Uniform,
+    /// Weighted sampling without replacement: rank 0's experts are `ratio` times as likely.
+    Hot { ratio: f64 },
+    /// Weighted sampling without replacement, expert e weighted 1 / (e + 1)^s.
+    Zipf { s: f64 },
+    /// DeepSeek's group-limited gating: experts in `groups` equal groups, keep the `keep` groups
+    /// with the highest maximum score, top-k inside them.
+    GroupLimited { groups: usize, keep: usize },
+}
+
+impl Generator {
+    pub fn name(&self) -> String {
+        match self {
+            Generator::Uniform => "uniform".into(),
+            Generator::Hot { ratio } => format!("hot:{ratio}"),
+            Generator::Zipf { s } => format!("zipf:{s}"),
+            Generator::GroupLimited { groups, keep } => format!("group-limited:{groups}:{keep}"),
+        }
+    }
+
+    /// `uniform`, `hot:RATIO`, `zipf:S`, `group-limited:GROUPS:KEEP`.
+    pub fn parse(text: &str) -> Result<Generator> {
+        let parts: Vec<&str> = text.split(':').collect();
+        let bad = || {
+            Error::usage(
+                format!("bad routing '{text}'"),
+                "use uniform, hot:RATIO, zipf:S or group-limited:GROUPS:KEEP (e.g. hot:4, zipf:1.1, group-limited:8:4)",
+            )
+        };
+        let num = |s: &str| s.parse::<f64>().ok().filter(|v| v.is_finite() && *v > 0.0).ok_or_else(bad);
+        let int = |s: &str| s.parse::<usize>().ok().filter(|v| *v > 0).ok_or_else(bad);
+        match parts.as_slice() {
+            ["uniform"] => Ok(Generator::Uniform),
+            ["hot", r] => Ok(Generator::Hot { ratio: num(r)? }),
+            ["zipf", s] => Ok(Generator::Zipf { s: num(s)? }),
+            ["group-limited", g, k] => Ok(Generator::GroupLimited { groups: int(g)?, keep: int(k)? }),
+            _ => Err(bad()),
+        }
+    }
+
+    /// Check against the shape: groups divide the experts and hold enough of them.
+    pub fn validate(&self, experts: usize, topk: usize) -> Result<()> {
+        if let Generator::GroupLimited { groups, keep } = *self {
+            if experts % groups != 0 || keep > groups || keep * (experts / groups) < topk {
+                return Err(Error::usage(
+                    format!("group-limited:{groups}:{keep} does not fit {experts} experts with top-{topk}"),
+                    "groups must divide the experts, keep <= groups, and keep x experts-per-group >= topk",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One rank's routing: `idx[t * topk + k]` is the expert (or -1, masked), `weight` its weight.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Routing {
+    pub tokens: usize,
+    pub topk: usize,
+    pub idx: Vec<i32>,
+    pub weight: Vec<f32>,
+}
+
+impl Routing {
+    pub fn get(&self, t: usize, k: usize) -> i32 {
+        self.idx[t * self.topk + k]
+    }
+}
+
+/// What determines every rank's routing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoutingSpec {
+    pub gen: Generator,
+    pub seed: u64,
+    /// Selections set to -1 per rank (dropped, as DeepEP's tests do with 10).
+    pub masked: usize,
+    /// Ranks (experts are split evenly, rank r owns experts [r·L, (r+1)·L)).
+    pub ranks: usize,
+}
+
+impl RoutingSpec {
+    /// Rank `rank`'s routing for `tokens` tokens.
+    pub fn generate(&self, rank: usize, tokens: usize, experts: usize, topk: usize) -> Routing {
+        let mut rng = Rng::new(self.seed.wrapping_mul(0x1000_0001).wrapping_add(rank as u64 * 7919 + tokens as u64));
+        let mut idx = Vec::with_capacity(tokens * topk);
+        let local = experts / self.ranks.max(1);
+        let mut scores = vec![0f64; experts];
+        for _ in 0..tokens {
+            match self.gen {
+                Generator::Uniform => scores.iter_mut().for_each(|s| *s = rng.normal().abs() + 1.0),
+                Generator::Hot { ratio } => {
+                    for (e, s) in scores.iter_mut().enumerate() {
+                        let w = if e < local { ratio } else { 1.0 };
+                        // Efraimidis-Spirakis: the top-k of u^(1/w) is a weighted sample
+                        // without replacement.
+                        *s = rng.uniform().powf(1.0 / w);
+                    }
+                }
+                Generator::Zipf { s: z } => {
+                    for (e, s) in scores.iter_mut().enumerate() {
+                        *s = rng.uniform().powf((e as f64 + 1.0).powf(z));
+                    }
+                }
+                Generator::GroupLimited { groups, keep } => {
+                    scores.iter_mut().for_each(|s| *s = rng.normal().abs() + 1.0);
+                    let per = experts / groups;
+                    let best = |g: usize| scores[g * per..(g + 1) * per].iter().cloned().fold(f64::MIN, f64::max);
+                    let mut order: Vec<usize> = (0..groups).collect();
+                    order.sort_by(|&a, &b| best(b).total_cmp(&best(a)).then(a.cmp(&b)));
+                    for &g in &order[keep..] {
+                        scores[g * per..(g + 1) * per].iter_mut().for_each(|s| *s = f64::NEG_INFINITY);
+                    }
+                }
+            }
+            let mut order: Vec<usize> = (0..experts).collect();
+            order.select_nth_unstable_by(topk - 1, |&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+            let mut chosen: Vec<i32> = order[..topk].iter().map(|&e| e as i32).collect();
+            chosen.sort_by(|&a, &b| scores[b as usize].total_cmp(&scores[a as usize]).then(a.cmp(&b)));
+            idx.extend(chosen);
+        }
+        let weight = (0..tokens * topk).map(|_| rng.normal().abs() as f32 + 0.01).collect();
+        let mut r = Routing { tokens, topk, idx, weight };
+        let total = tokens * topk;
+        for _ in 0..self.masked.min(total) {
+            r.idx[rng.below(total)] = -1;
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(gen: Generator) -> RoutingSpec {
+        RoutingSpec { gen, seed: 1, masked: 0, ranks: 4 }
+    }
+
+    #[test]
+    fn seeded_and_distinct_per_rank() {
+        let s = spec(Generator::Uniform);
+        assert_eq!(s.generate(1, 64, 256, 8), s.generate(1, 64, 256, 8));
+        assert_ne!(s.generate(1, 64, 256, 8).idx, s.generate(2, 64, 256, 8).idx);
+        let other = RoutingSpec { seed: 2, ..s.clone() };
+        assert_ne!(s.generate(1, 64, 256, 8).idx, other.generate(1, 64, 256, 8).idx);
+    }
+
+    #[test]
+    fn topk_distinct_in_range_positive_weights() {
+        for gen in [
+            Generator::Uniform,
+            Generator::Hot { ratio: 4.0 },
+            Generator::Zipf { s: 1.1 },
+            Generator::GroupLimited { groups: 8, keep: 4 },
+        ] {
+            let r = spec(gen.clone()).generate(0, 200, 256, 8);
+            for t in 0..200 {
+                let mut row: Vec<i32> = (0..8).map(|k| r.get(t, k)).collect();
+                assert!(row.iter().all(|&e| (0..256).contains(&e)), "{gen:?}");
+                row.sort();
+                row.dedup();
+                assert_eq!(row.len(), 8, "{gen:?}: an expert chosen twice");
+            }
+            assert!(r.weight.iter().all(|&w| w > 0.0));
+        }
+    }
+
+    #[test]
+    fn masked_entries_are_minus_one() {
+        let r = RoutingSpec { masked: 10, ..spec(Generator::Uniform) }.generate(0, 128, 256, 8);
+        let n = r.idx.iter().filter(|&&e| e == -1).count();
+        assert!((1..=10).contains(&n), "{n}");
+    }
+
+    #[test]
+    fn hot_rank_receives_more() {
+        let r = spec(Generator::Hot { ratio: 8.0 }).generate(3, 2000, 256, 8);
+        let hot = r.idx.iter().filter(|&&e| e < 64).count() as f64 / r.idx.len() as f64;
+        // Uniform would be 0.25.
+        assert!(hot > 0.5, "{hot}");
+        let z = spec(Generator::Zipf { s: 1.2 }).generate(0, 2000, 256, 8);
+        let low = z.idx.iter().filter(|&&e| e < 16).count() as f64 / z.idx.len() as f64;
+        assert!(low > 0.25, "zipf favours low experts: {low}");
+    }
+
+    #[test]
+    fn group_limited_stays_in_kept_groups() {
+        let r = spec(Generator::GroupLimited { groups: 8, keep: 2 }).generate(0, 300, 256, 8);
+        for t in 0..300 {
+            let mut groups: Vec<i32> = (0..8).map(|k| r.get(t, k) / 32).collect();
+            groups.sort();
+            groups.dedup();
+            assert!(groups.len() <= 2, "token {t} spans {groups:?}");
+        }
+    }
+
+    #[test]
+    fn parse_and_validate() {
+        assert_eq!(Generator::parse("hot:4").unwrap(), Generator::Hot { ratio: 4.0 });
+        assert_eq!(Generator::parse("group-limited:8:4").unwrap(), Generator::GroupLimited { groups: 8, keep: 4 });
+        for bad in ["", "hot", "hot:-1", "zipf:x", "group-limited:8", "pareto:1"] {
+            assert!(Generator::parse(bad).is_err(), "{bad}");
+        }
+        assert!(Generator::GroupLimited { groups: 8, keep: 1 }.validate(16, 8).is_err());
+        assert!(Generator::GroupLimited { groups: 3, keep: 1 }.validate(16, 2).is_err());
+        assert!(Generator::GroupLimited { groups: 4, keep: 2 }.validate(16, 8).is_ok());
+    }
+}

@@ -1,0 +1,125 @@
+//! The MoE layer an EP run models: presets, overrides, and the bytes one token carries.
+use crate::error::{Error, Result};
+
+/// Hidden size, top-k, experts; fixed for a run. Tokens per rank are swept.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shape {
+    pub hidden: usize,
+    pub topk: usize,
+    pub experts: usize,
+}
+
+/// (name, hidden, top-k, experts): DESIGN §5.
+pub const PRESETS: &[(&str, Shape)] = &[
+    ("deepseek-v3", Shape { hidden: 7168, topk: 8, experts: 256 }),
+    ("qwen3-30b-a3b", Shape { hidden: 2048, topk: 8, experts: 128 }),
+    ("mixtral", Shape { hidden: 4096, topk: 2, experts: 8 }),
+];
+
+pub fn preset(name: &str) -> Result<Shape> {
+    PRESETS.iter().find(|(n, _)| *n == name).map(|(_, s)| *s).ok_or_else(|| {
+        let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
+        Error::usage(format!("unknown preset '{name}'"), format!("use one of: {}", names.join(", ")))
+    })
+}
+
+/// Dispatch payload: BF16 rows, or FP8 e4m3 with one f32 scale per 128 channels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload {
+    Bf16,
+    Fp8,
+}
+
+impl Payload {
+    pub fn parse(s: &str) -> Result<Payload> {
+        match s {
+            "bf16" | "bfloat16" => Ok(Payload::Bf16),
+            "fp8" | "e4m3" => Ok(Payload::Fp8),
+            _ => Err(Error::usage(format!("unknown dispatch dtype '{s}'"), "use bf16 or fp8")),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Payload::Bf16 => "bf16",
+            Payload::Fp8 => "fp8",
+        }
+    }
+}
+
+/// Channels sharing one FP8 scale.
+pub const FP8_GROUP: usize = 128;
+/// Largest top-k: the receive descriptor keeps k in 4 bits.
+pub const MAX_TOPK: usize = 15;
+/// Largest tokens per rank: the descriptor keeps the token index in 16 bits.
+pub const MAX_TOKENS: usize = 65535;
+
+impl Shape {
+    /// Check the shape against `ranks`: experts split evenly, hidden in whole FP8 groups.
+    pub fn validate(&self, ranks: usize) -> Result<()> {
+        let bad = |m: String, f: &str| Err(Error::usage(m, f));
+        if self.hidden == 0 || self.hidden % FP8_GROUP != 0 {
+            return bad(
+                format!("--hidden {} is not a positive multiple of {FP8_GROUP}", self.hidden),
+                "e.g. --hidden 7168",
+            );
+        }
+        if self.topk == 0 || self.topk > MAX_TOPK {
+            return bad(format!("--topk {} is not in 1..={MAX_TOPK}", self.topk), "e.g. --topk 8");
+        }
+        if self.topk > self.experts {
+            return bad(format!("--topk {} exceeds --experts {}", self.topk, self.experts), "choose topk <= experts");
+        }
+        if ranks > 0 && self.experts % ranks != 0 {
+            return bad(
+                format!("--experts {} does not divide over {ranks} ranks", self.experts),
+                "use a multiple of the number of ranks",
+            );
+        }
+        Ok(())
+    }
+
+    pub fn local_experts(&self, ranks: usize) -> usize {
+        self.experts / ranks
+    }
+
+    /// Bytes of one dispatched token row: BF16 2H; FP8 H bytes then H/128 f32 scales.
+    pub fn dispatch_row_bytes(&self, p: Payload) -> usize {
+        match p {
+            Payload::Bf16 => 2 * self.hidden,
+            Payload::Fp8 => self.hidden + 4 * self.hidden / FP8_GROUP,
+        }
+    }
+
+    /// Bytes of one combined (BF16) row.
+    pub fn combine_row_bytes(&self) -> usize {
+        2 * self.hidden
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_and_row_sizes() {
+        let d = preset("deepseek-v3").unwrap();
+        assert_eq!((d.hidden, d.topk, d.experts), (7168, 8, 256));
+        assert_eq!(d.dispatch_row_bytes(Payload::Bf16), 14336);
+        // DeepEP's fp8 factor (1 + 4/128) / 2 of the BF16 bytes.
+        assert_eq!(d.dispatch_row_bytes(Payload::Fp8), 7168 + 224);
+        assert_eq!(d.dispatch_row_bytes(Payload::Fp8) as f64, 14336.0 * (1.0 + 4.0 / 128.0) / 2.0);
+        assert_eq!(preset("mixtral").unwrap().topk, 2);
+        assert!(preset("gpt-9").unwrap_err().to_string().contains("deepseek-v3"));
+    }
+
+    #[test]
+    fn validation() {
+        let d = preset("deepseek-v3").unwrap();
+        assert!(d.validate(4).is_ok());
+        assert!(d.validate(3).unwrap_err().to_string().contains("does not divide"));
+        assert!(Shape { hidden: 100, ..d }.validate(4).is_err());
+        assert!(Shape { topk: 16, ..d }.validate(4).is_err());
+        assert!(Shape { topk: 9, experts: 8, hidden: 128 }.validate(1).is_err());
+        assert_eq!(d.local_experts(4), 64);
+    }
+}

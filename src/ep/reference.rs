@@ -117,11 +117,11 @@ impl Layout<'_> {
                         seen[d] = true;
                     }
                 }
-                for d in 0..n {
-                    if seen[d] && s == me {
+                for (d, _) in seen.iter().enumerate().filter(|(_, &went)| went) {
+                    if s == me {
                         tr.tokens_to[d] += 1;
                     }
-                    if seen[d] && d == me {
+                    if d == me {
                         tr.tokens_from[s] += 1;
                     }
                 }

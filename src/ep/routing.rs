@@ -97,7 +97,7 @@ impl Generator {
     /// Check against the shape: groups divide the experts and hold enough of them.
     pub fn validate(&self, experts: usize, topk: usize) -> Result<()> {
         if let Generator::GroupLimited { groups, keep } = *self {
-            if experts % groups != 0 || keep > groups || keep * (experts / groups) < topk {
+            if !experts.is_multiple_of(groups) || keep > groups || keep * (experts / groups) < topk {
                 return Err(Error::usage(
                     format!("group-limited:{groups}:{keep} does not fit {experts} experts with top-{topk}"),
                     "groups must divide the experts, keep <= groups, and keep x experts-per-group >= topk",

@@ -57,7 +57,7 @@ impl Shape {
     /// Check the shape against `ranks`: experts split evenly, hidden in whole FP8 groups.
     pub fn validate(&self, ranks: usize) -> Result<()> {
         let bad = |m: String, f: &str| Err(Error::usage(m, f));
-        if self.hidden == 0 || self.hidden % FP8_GROUP != 0 {
+        if self.hidden == 0 || !self.hidden.is_multiple_of(FP8_GROUP) {
             return bad(
                 format!("--hidden {} is not a positive multiple of {FP8_GROUP}", self.hidden),
                 "e.g. --hidden 7168",
@@ -69,7 +69,7 @@ impl Shape {
         if self.topk > self.experts {
             return bad(format!("--topk {} exceeds --experts {}", self.topk, self.experts), "choose topk <= experts");
         }
-        if ranks > 0 && self.experts % ranks != 0 {
+        if ranks > 0 && !self.experts.is_multiple_of(ranks) {
             return bad(
                 format!("--experts {} does not divide over {ranks} ranks", self.experts),
                 "use a multiple of the number of ranks",

@@ -34,6 +34,7 @@ fn row(impl_name: &str, size: u64, placement: &str, time: Option<f64>, wrong: Op
         mode: None,
         phase: None,
         tokens: None,
+        ..Default::default()
     }
 }
 

@@ -3,82 +3,21 @@ use super::{make, InPlace, Rank};
 use crate::bootstrap::{self, Bootstrap};
 use crate::cli::Config;
 use crate::cuda::{self, Gpu};
-use crate::error::{die, Error, Exit, Result};
+use crate::error::{Error, Exit, Result};
 use crate::harness::check::Checker;
 use crate::harness::{self, sizes, stats, watchdog, LoopParams};
 use crate::nccl::{self, Comm, DevMem, Registration};
 use crate::report::schema::{self, Env, Gpu as GpuInfo, NcclInfo, Row, Run, Summary, Tool};
 use crate::report::{csv, json, table};
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 const PROG: &str = "alltoall_perf";
 const GIB: u64 = 1 << 30;
 
-/// Set when rank 0's thread has finished (written its results), in thread mode.
-static RANK0_DONE: AtomicBool = AtomicBool::new(false);
-
 /// Run the benchmark on every rank; returns the process exit code.
 pub fn main(cfg: Config) -> Result<Exit> {
-    nccl::load()?;
-    let ngpus = cuda::device_count()?;
-    if ngpus == 0 {
-        return Err(Error::env("no GPU visible to CUDA", "run on a GPU machine, or check CUDA_VISIBLE_DEVICES"));
-    }
-    if bootstrap::launched_by_mpi() {
-        if cfg.local_ranks != 1 {
-            return Err(Error::usage(
-                "under mpirun / srun each process is one rank",
-                "drop -t / -g and start one process per GPU (mpirun -np <GPUs>)",
-            ));
-        }
-        let boot = bootstrap::mpi::MpiRank::init().ok_or_else(|| Error::internal("MPI was already initialised"))?;
-        let (local, _) = boot.local_rank();
-        return run_rank(&boot, &cfg, local);
-    }
-    if cfg.local_ranks > ngpus {
-        return Err(Error::env(
-            format!("-t × -g asks for {} GPUs but {ngpus} are visible", cfg.local_ranks),
-            format!("use at most {ngpus} ranks in one process, e.g. -g {ngpus}"),
-        ));
-    }
-    let handles: Vec<_> = bootstrap::threads::group(cfg.local_ranks)
-        .into_iter()
-        .map(|b| {
-            let cfg = cfg.clone();
-            std::thread::spawn(move || {
-                let rank = b.rank();
-                let res = run_rank(&b, &cfg, rank);
-                if rank == 0 {
-                    RANK0_DONE.store(true, Ordering::SeqCst);
-                }
-                match res {
-                    Ok(code) => code,
-                    // Rank 0 has written what it has; the other ranks may be stuck: stop here.
-                    Err(e) if rank == 0 => die(PROG, &e),
-                    // Another rank failing would leave the rest waiting in a collective: stop the
-                    // process.
-                    Err(e) => {
-                        eprintln!("{PROG}: error: rank {rank}: {e}");
-                        // Gives rank 0 a moment to write its results file.
-                        let t0 = std::time::Instant::now();
-                        while !RANK0_DONE.load(Ordering::SeqCst) && t0.elapsed().as_secs() < 10 {
-                            std::thread::sleep(std::time::Duration::from_millis(50));
-                        }
-                        std::process::exit(e.exit as i32)
-                    }
-                }
-            })
-        })
-        .collect();
-    let mut code = Exit::Ok;
-    for (i, h) in handles.into_iter().enumerate() {
-        let c = h.join().map_err(|_| Error::internal("a rank thread panicked"))?;
-        if i == 0 {
-            code = c;
-        }
-    }
-    Ok(code)
+    let local_ranks = cfg.local_ranks;
+    harness::ranks::run(PROG, local_ranks, move |boot, device| run_rank(boot, &cfg, device))
 }
 
 /// Host names in rank order, each once.
@@ -499,6 +438,7 @@ impl<'c> Output<'c> {
             mode: None,
             phase: None,
             tokens: None,
+            ..Default::default()
         }
     }
 
@@ -533,6 +473,7 @@ impl<'c> Output<'c> {
             mode: None,
             phase: None,
             tokens: None,
+            ..Default::default()
         }
     }
 

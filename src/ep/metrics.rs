@@ -63,28 +63,22 @@ pub fn logical_bytes(mode: Mode, phase: Phase, shape: &Shape, payload: Payload, 
 }
 
 /// Bytes this rank puts on links, by class, its own rank excluded.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Wire {
-    pub nvl: u64,
-    pub net: u64,
-}
+pub use crate::report::schema::WireBytes as Wire;
 
-impl Wire {
-    /// `per_peer[d]` bytes to rank d; `same_host[d]` picks the class. Self is excluded.
-    pub fn split(me: usize, per_peer: &[u64], same_host: &[bool]) -> Wire {
-        let mut w = Wire::default();
-        for (d, &b) in per_peer.iter().enumerate() {
-            if d == me {
-                continue;
-            }
-            if same_host[d] {
-                w.nvl += b;
-            } else {
-                w.net += b;
-            }
+/// `per_peer[d]` bytes to rank d; `same_host[d]` picks the class. Self is excluded.
+pub fn split_wire(me: usize, per_peer: &[u64], same_host: &[bool]) -> Wire {
+    let mut w = Wire::default();
+    for (d, &b) in per_peer.iter().enumerate() {
+        if d == me {
+            continue;
         }
-        w
+        if same_host[d] {
+            w.nvl += b;
+        } else {
+            w.net += b;
+        }
     }
+    w
 }
 
 #[cfg(test)]
@@ -115,7 +109,7 @@ mod tests {
 
     #[test]
     fn wire_excludes_self_and_splits_by_host() {
-        let w = Wire::split(1, &[10, 20, 30, 40], &[true, true, false, false]);
+        let w = split_wire(1, &[10, 20, 30, 40], &[true, true, false, false]);
         assert_eq!(w, Wire { nvl: 10, net: 70 });
     }
 }

@@ -1,6 +1,7 @@
 //! The measurement harness shared by every benchmark: warm-up, timed loop (CUDA events, or a
 //! CUDA graph with `-G`), per-iteration samples, the timeout watchdog and the correctness check.
 pub mod check;
+pub mod ranks;
 pub mod sizes;
 pub mod stats;
 pub mod watchdog;

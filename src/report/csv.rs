@@ -19,6 +19,13 @@ pub fn to_string(rows: &[Row]) -> String {
         "status",
         "reason",
         "cycle",
+        "mode",
+        "phase",
+        "tokens",
+        "bw_gbps",
+        "wire_nvl_bytes",
+        "wire_net_bytes",
+        "sms",
     ])
     .expect("in-memory CSV");
     let opt = |v: Option<f64>| v.map(|v| format!("{v:.3}")).unwrap_or_default();
@@ -38,6 +45,13 @@ pub fn to_string(rows: &[Row]) -> String {
             r.status.clone(),
             r.reason.clone().unwrap_or_default(),
             r.cycle.to_string(),
+            r.mode.clone().unwrap_or_default(),
+            r.phase.clone().unwrap_or_default(),
+            r.tokens.map(|t| t.to_string()).unwrap_or_default(),
+            opt(r.bw_gbps),
+            r.wire_bytes.map(|w| w.nvl.to_string()).unwrap_or_default(),
+            r.wire_bytes.map(|w| w.net.to_string()).unwrap_or_default(),
+            r.sms.map(|s| s.to_string()).unwrap_or_default(),
         ])
         .expect("in-memory CSV");
     }

@@ -92,7 +92,7 @@ pub struct NetDevice {
     pub detail: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Row {
     #[serde(rename = "impl")]
     pub impl_name: String,
@@ -124,6 +124,31 @@ pub struct Row {
     /// EP rows: tokens per rank.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<u64>,
+    /// EP rows: the layer's hidden size, top-k and experts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topk: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experts: Option<u64>,
+    /// EP rows: bandwidth under `bw_definition` (DeepEP's logical bytes / time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bw_gbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bw_definition: Option<String>,
+    /// EP rows: bytes one rank puts on links per operation (mean over ranks), self excluded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_bytes: Option<WireBytes>,
+    /// EP rows: SMs the impl's kernels occupy (one CTA per SM); null for NCCL's own kernels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sms: Option<u32>,
+}
+
+/// Bytes by link class: `nvl` (NVLink, same host) and `net` (other hosts).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct WireBytes {
+    pub nvl: u64,
+    pub net: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

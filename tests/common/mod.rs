@@ -21,6 +21,7 @@ pub fn row(impl_name: &str, size: u64, time: f64, p99: f64, cycle: u32) -> Row {
         mode: None,
         phase: None,
         tokens: None,
+        ..Default::default()
     }
 }
 

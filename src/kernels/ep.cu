@@ -1,0 +1,614 @@
+// Expert-parallel dispatch and combine (ep_perf).
+//
+//  - common: token values, FP8 quantization, deterministic layout (counts and positions), checks
+//  - host impl: permute / unpermute around NCCL send/recv
+//  - nvl impl, LL: per-(expert, source) slots in a double-buffered symmetric staging window,
+//    epoch-tagged counts, packed per local expert; combine returns rows to (k, token) slots
+//  - nvl impl, HT: count exchange (notify), then each token once per destination rank, written
+//    straight to its final row there; combine returns one pre-weighted row per (token, rank)
+//
+// Device kernels that wait on peers need every CTA resident: the host launches at most one CTA
+// per SM (with enough dynamic shared memory that no two fit on one SM) and no more CTAs than SMs.
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include "device_compat.cuh"
+
+// Mirrors src/ep/kernels.rs `EpArgs`.
+struct EpArgs {
+  int tokens;      // tokens of this rank in this launch
+  int max_tokens;  // capacity per source rank (LL slots, HT rows and combine slots)
+  int hidden;
+  int topk;
+  int experts;
+  int local;  // experts per rank
+  int ranks;
+  int rank;
+  int row;  // bytes of one dispatched row: BF16 2H, FP8 H + 4H/128 (multiple of 16)
+  int fp8;
+};
+
+#define EP_CHUNK 32  // tokens per chunk of the deterministic layout
+#define EP_GROUP 128  // channels per FP8 scale
+
+// Receive descriptor: source rank, token, top-k slot (src/ep/reference.rs `desc`).
+__device__ __forceinline__ uint32_t gb_ep_desc(int s, int t, int k) { return (uint32_t(s) << 20) | (t << 4) | k; }
+
+// Token values: a function of (source rank, token, channel, seed), exact in BF16 (7 significant
+// bits), so any rank can check any row it receives and a stale row from another seed fails.
+__device__ __forceinline__ float gb_ep_value(uint32_t s, uint32_t t, uint32_t h, uint32_t seed) {
+  const uint32_t v = (s * 7919u + t * 104729u + h * 31u + seed * 65537u) % 251u;
+  return (float(v) - 125.f) * 0.03125f;
+}
+
+__device__ __forceinline__ uint64_t ld_acquire_sys_u64(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_sys_u64(uint64_t* p, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+// Wait until the word carries `epoch` in its high half; returns the low half.
+__device__ __forceinline__ uint32_t wait_tag(const uint64_t* p, uint32_t epoch) {
+  uint64_t v;
+  do {
+    v = ld_acquire_sys_u64(p);
+  } while (uint32_t(v >> 32) != epoch);
+  return uint32_t(v);
+}
+__device__ __forceinline__ uint64_t tag(uint32_t epoch, uint32_t v) { return (uint64_t(epoch) << 32) | v; }
+
+// A warp copies `bytes` (multiple of 16), four 16-byte loads in flight per lane. PEER: the
+// source is written by peers during this kernel (system-scope loads, no stale L1 lines);
+// otherwise it is read-only for the kernel (non-coherent path).
+template <bool PEER>
+__device__ __forceinline__ uint4 ld16(const uint4* p) {
+  return PEER ? gb_ld_relaxed_sys_v4(p) : __ldg(p);
+}
+template <bool PEER>
+__device__ __forceinline__ void warp_copy(void* dst, const void* src, int bytes, int lane) {
+  const uint4* s = (const uint4*)src;
+  uint4* d = (uint4*)dst;
+  const int n = bytes / 16;
+  int i = lane;
+  for (; i + 96 < n; i += 128) {
+    const uint4 a = ld16<PEER>(s + i), b = ld16<PEER>(s + i + 32), c = ld16<PEER>(s + i + 64),
+                e = ld16<PEER>(s + i + 96);
+    d[i] = a;
+    d[i + 32] = b;
+    d[i + 64] = c;
+    d[i + 96] = e;
+  }
+  for (; i < n; i += 32) d[i] = ld16<PEER>(s + i);
+}
+
+// Per-launch state of a kernel that signals peers: state[0] counts CTA arrivals over all
+// launches, state[1 + b] is CTA b's launch epoch (kept on the device, so CUDA graphs replay).
+__device__ __forceinline__ uint32_t begin_epoch(uint32_t* state) {
+  __shared__ uint32_t s_epoch;
+  if (threadIdx.x == 0) s_epoch = state[1 + blockIdx.x] + 1;
+  __syncthreads();
+  return s_epoch;
+}
+__device__ __forceinline__ void end_epoch(uint32_t* state, uint32_t epoch) {
+  if (threadIdx.x == 0) state[1 + blockIdx.x] = epoch;
+}
+// Every CTA calls this once its stores to peers are issued. True in exactly one CTA, the last to
+// arrive; by then every CTA's earlier stores are visible system-wide, so a release store that
+// follows publishes all of them.
+__device__ bool last_cta(uint32_t* state, uint32_t epoch) {
+  __shared__ int s_last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    s_last = atomicAdd(&state[0], 1u) == epoch * gridDim.x - 1;
+    if (s_last) __threadfence_system();
+  }
+  __syncthreads();
+  return s_last;
+}
+
+__device__ __forceinline__ int warp_id() { return int((blockIdx.x * blockDim.x + threadIdx.x) >> 5); }
+__device__ __forceinline__ int warp_count() { return int((gridDim.x * blockDim.x) >> 5); }
+
+// ---------------------------------------------------------------------------------------------
+// Common
+
+extern "C" __global__ void gb_ep_fill(__nv_bfloat16* x, EpArgs a, uint32_t seed) {
+  const size_t n = size_t(a.tokens) * a.hidden;
+  for (size_t i = gb_tid(); i < n; i += gb_nthreads())
+    x[i] = __float2bfloat16(gb_ep_value(a.rank, uint32_t(i / a.hidden), uint32_t(i % a.hidden), seed));
+}
+
+// BF16 [T][H] -> rows of H e4m3 bytes then H/128 f32 scales (dequantized = q * scale). A warp
+// per (token, group of 128 channels), 4 channels per lane.
+extern "C" __global__ void __launch_bounds__(GB_THREADS) gb_ep_quantize(const __nv_bfloat16* x, uint8_t* q, EpArgs a) {
+  const int groups = a.hidden / EP_GROUP, lane = threadIdx.x & 31;
+  for (int w = warp_id(); w < a.tokens * groups; w += warp_count()) {
+    const int t = w / groups, g = w % groups, h = g * EP_GROUP + lane * 4;
+    const __nv_bfloat162* src = (const __nv_bfloat162*)(x + size_t(t) * a.hidden + h);
+    const float2 v0 = __bfloat1622float2(src[0]), v1 = __bfloat1622float2(src[1]);
+    float amax = fmaxf(fmaxf(fabsf(v0.x), fabsf(v0.y)), fmaxf(fabsf(v1.x), fabsf(v1.y)));
+#pragma unroll
+    for (int o = 16; o; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(~0u, amax, o));
+    const float scale = amax > 0.f ? amax / 448.f : 1.f, inv = 1.f / scale;
+    uint8_t* row = q + size_t(t) * a.row;
+    const __nv_fp8x4_e4m3 f(make_float4(v0.x * inv, v0.y * inv, v1.x * inv, v1.y * inv));
+    *(uint32_t*)(row + h) = *(const uint32_t*)&f;
+    if (lane == 0) ((float*)(row + a.hidden))[g] = scale;
+  }
+}
+
+// Deterministic layout, pass 1: per chunk of EP_CHUNK tokens, counts per key (E experts, then R
+// ranks), each selection's rank among the chunk's selections of its expert, and each token's
+// rank among the chunk's tokens bound for rank d (-1: not bound there). Shared: E + R ints.
+extern "C" __global__ void __launch_bounds__(GB_THREADS)
+    gb_ep_layout_chunks(const int* idx, EpArgs a, int* chunk_cnt, int* sel_local, int* tok_local) {
+  extern __shared__ int cnt[];
+  __shared__ int s_idx[EP_CHUNK * 16];
+  const int K = a.topk, R = a.ranks, keys = a.experts + R;
+  const int chunks = (a.tokens + EP_CHUNK - 1) / EP_CHUNK;
+  auto goes = [&](int tt, int d) {
+    for (int k = 0; k < K; k++)
+      if (s_idx[tt * K + k] >= 0 && s_idx[tt * K + k] / a.local == d) return true;
+    return false;
+  };
+  for (int c = blockIdx.x; c < chunks; c += gridDim.x) {
+    const int t0 = c * EP_CHUNK, nt = min(EP_CHUNK, a.tokens - t0), nsel = nt * K;
+    __syncthreads();
+    for (int i = threadIdx.x; i < nsel; i += blockDim.x) s_idx[i] = idx[size_t(t0) * K + i];
+    for (int i = threadIdx.x; i < keys; i += blockDim.x) cnt[i] = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < nsel; i += blockDim.x) {
+      const int e = s_idx[i];
+      int r = -1;
+      if (e >= 0) {
+        r = 0;
+        for (int j = 0; j < i; j++) r += s_idx[j] == e;
+        atomicAdd(&cnt[e], 1);
+      }
+      sel_local[size_t(t0) * K + i] = r;
+    }
+    for (int i = threadIdx.x; i < nt * R; i += blockDim.x) {
+      const int tt = i / R, d = i % R;
+      int r = -1;
+      if (goes(tt, d)) {
+        r = 0;
+        for (int u = 0; u < tt; u++) r += goes(u, d);
+        atomicAdd(&cnt[a.experts + d], 1);
+      }
+      tok_local[size_t(t0 + tt) * R + d] = r;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < keys; i += blockDim.x) chunk_cnt[size_t(c) * keys + i] = cnt[i];
+  }
+}
+
+// Pass 2 (one CTA): each chunk's base per key, totals per key, and each expert's first row in
+// expert order (expert_off[E] = all selections).
+extern "C" __global__ void gb_ep_layout_scan(const int* chunk_cnt, EpArgs a, int* chunk_base, int* totals,
+                                             int* expert_off) {
+  const int keys = a.experts + a.ranks, chunks = (a.tokens + EP_CHUNK - 1) / EP_CHUNK;
+  for (int key = threadIdx.x; key < keys; key += blockDim.x) {
+    int run = 0;
+    for (int c = 0; c < chunks; c++) {
+      chunk_base[size_t(c) * keys + key] = run;
+      run += chunk_cnt[size_t(c) * keys + key];
+    }
+    totals[key] = run;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int run = 0;
+    for (int e = 0; e < a.experts; e++) {
+      expert_off[e] = run;
+      run += totals[e];
+    }
+    expert_off[a.experts] = run;
+  }
+}
+
+// Row of selection (t, k) of expert e in expert order.
+__device__ __forceinline__ size_t expert_row(const EpArgs& a, int t, int k, int e, const int* sel_local,
+                                             const int* chunk_base, const int* expert_off) {
+  const int keys = a.experts + a.ranks;
+  return size_t(expert_off[e]) + chunk_base[size_t(t / EP_CHUNK) * keys + e] + sel_local[size_t(t) * a.topk + k];
+}
+
+// Rows of the receive layouts: `groups` groups of `group_rows` rows, group g holding counts[g]
+// valid rows (count0 when counts is null).
+struct RowSet {
+  int groups;
+  const int* counts;
+  int count0;
+  size_t group_rows;
+};
+__device__ __forceinline__ bool row_valid(const RowSet& rs, size_t r) {
+  const int g = int(r / rs.group_rows);
+  return int(r % rs.group_rows) < (rs.counts ? rs.counts[g] : rs.count0);
+}
+
+// Combine input: the identity expert, row r = value(source token) x scale[r] (1 without scale).
+extern "C" __global__ void __launch_bounds__(GB_THREADS)
+    gb_ep_expert(__nv_bfloat16* y, EpArgs a, const uint32_t* desc, RowSet rs, const float* scale, uint32_t seed) {
+  const int lane = threadIdx.x & 31;
+  for (size_t r = warp_id(); r < size_t(rs.groups) * rs.group_rows; r += warp_count()) {
+    if (!row_valid(rs, r)) continue;
+    const uint32_t d = desc[r];
+    const float m = scale ? scale[r] : 1.f;
+    for (int h = lane; h < a.hidden; h += 32)
+      y[r * a.hidden + h] = __float2bfloat16(gb_ep_value(d >> 20, (d >> 4) & 0xffff, h, seed) * m);
+  }
+}
+
+// Check received rows against the values of the token their descriptor names: BF16 bit-exact;
+// FP8 within e4m3 rounding (2^-4 relative, plus the subnormal step).
+extern "C" __global__ void __launch_bounds__(GB_THREADS) gb_ep_verify_rows(const uint8_t* rows, EpArgs a,
+                                                                            const uint32_t* desc, RowSet rs,
+                                                                            uint32_t seed,
+                                                                            unsigned long long* wrong) {
+  const int lane = threadIdx.x & 31;
+  unsigned long long bad = 0;
+  for (size_t r = warp_id(); r < size_t(rs.groups) * rs.group_rows; r += warp_count()) {
+    if (!row_valid(rs, r)) continue;
+    const uint32_t d = desc[r];
+    const uint8_t* row = rows + r * a.row;
+    for (int h = lane; h < a.hidden; h += 32) {
+      const float v = gb_ep_value(d >> 20, (d >> 4) & 0xffff, h, seed);
+      if (a.fp8) {
+        const float scale = ((const float*)(row + a.hidden))[h / EP_GROUP];
+        __nv_fp8_e4m3 q;
+        q.__x = row[h];
+        const float got = float(q) * scale;
+        bad += !(fabsf(got - v) <= fabsf(v) * 0.0625f + scale * 0.002f);
+      } else {
+        const __nv_bfloat16 want = __float2bfloat16(v);
+        bad += ((const uint16_t*)row)[h] != *(const uint16_t*)&want;
+      }
+    }
+  }
+  if (bad) atomicAdd(wrong, bad);
+}
+
+// Check combined tokens: value x (sum of valid weights), to BF16 precision (2^-7 relative).
+extern "C" __global__ void gb_ep_verify_combine(const __nv_bfloat16* out, EpArgs a, const int* idx, const float* w,
+                                                uint32_t seed, unsigned long long* wrong) {
+  unsigned long long bad = 0;
+  const size_t n = size_t(a.tokens) * a.hidden;
+  for (size_t i = gb_tid(); i < n; i += gb_nthreads()) {
+    const int t = int(i / a.hidden), h = int(i % a.hidden);
+    float ws = 0.f;
+    for (int k = 0; k < a.topk; k++)
+      if (idx[t * a.topk + k] >= 0) ws += w[t * a.topk + k];
+    const float ref = gb_ep_value(a.rank, t, h, seed) * ws, got = __bfloat162float(out[i]);
+    bad += !(fabsf(got - ref) <= fabsf(ref) * 0.0078125f + 1e-6f);
+  }
+  if (bad) atomicAdd(wrong, bad);
+}
+
+// ---------------------------------------------------------------------------------------------
+// host impl: NCCL moves the rows; these kernels order them by expert and reduce them back.
+
+// A warp per selection: the token's row to its place in expert order.
+extern "C" __global__ void __launch_bounds__(GB_THREADS)
+    gb_ep_permute(EpArgs a, const int* idx, const uint8_t* x, const int* sel_local, const int* chunk_base,
+                  const int* expert_off, uint8_t* out) {
+  const int lane = threadIdx.x & 31;
+  for (int s = warp_id(); s < a.tokens * a.topk; s += warp_count()) {
+    const int e = idx[s];
+    if (e < 0) continue;
+    const int t = s / a.topk, k = s % a.topk;
+    const size_t r = expert_row(a, t, k, e, sel_local, chunk_base, expert_off);
+    warp_copy<false>(out + r * a.row, x + size_t(t) * a.row, a.row, lane);
+  }
+}
+
+// A thread per (token, 8 channels): weighted sum of the token's expert outputs, fp32 -> BF16.
+extern "C" __global__ void __launch_bounds__(GB_THREADS)
+    gb_ep_unpermute(EpArgs a, const int* idx, const float* w, const int* sel_local, const int* chunk_base,
+                    const int* expert_off, const __nv_bfloat16* y, __nv_bfloat16* out) {
+  const int vecs = a.hidden / 8;
+  for (size_t i = gb_tid(); i < size_t(a.tokens) * vecs; i += gb_nthreads()) {
+    const int t = int(i / vecs), v = int(i % vecs);
+    float acc[8] = {};
+    for (int k = 0; k < a.topk; k++) {
+      const int e = idx[t * a.topk + k];
+      if (e < 0) continue;
+      const size_t r = expert_row(a, t, k, e, sel_local, chunk_base, expert_off);
+      const uint4 u = __ldg((const uint4*)(y + r * a.hidden) + v);
+      const __nv_bfloat162* p = (const __nv_bfloat162*)&u;
+      const float wk = w[t * a.topk + k];
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const float2 f = __bfloat1622float2(p[j]);
+        acc[2 * j] += wk * f.x;
+        acc[2 * j + 1] += wk * f.y;
+      }
+    }
+    uint4 o;
+    __nv_bfloat162* q = (__nv_bfloat162*)&o;
+#pragma unroll
+    for (int j = 0; j < 4; j++) q[j] = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
+    ((uint4*)(out + size_t(t) * a.hidden))[v] = o;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// nvl impl, low latency. Symmetric windows on every rank:
+//   stage:  [2][L][R][maxT][16 + row]  (16-byte header: descriptor)
+//   ctrl:   counts [2][L][R] u64 at ll_counts, combine flags [2][R] u64 at ll_flags
+//   cbuf:   [2][K][maxT][H] BF16, combine slots of this rank's tokens
+// Launch e uses buffer e % 2. Two suffice: a rank starts launch e + 2 only after it received
+// launch e + 1 from every peer, which each peer sends only after it finished launch e.
+
+// Dispatch: a warp per selection claims a slot (atomic, so arrival order within one (expert,
+// source) segment is not deterministic) and writes header + row into the owner's staging; the
+// last CTA publishes the per-expert counts; then CTAs pack each local expert's segments in
+// source order into out [L][R*maxT][row] with descriptors, counts and (begin, count) ranges.
+extern "C" __global__ void __launch_bounds__(GB_THREADS)
+    gb_ep_ll_dispatch(EpArgs a, const int* idx, const uint8_t* x, ncclWindow_t stage, ncclWindow_t ctrl,
+                      size_t counts_off, uint32_t* state, uint32_t* sent, uint8_t* out, uint32_t* src_info,
+                      int* recv_count, int2* ranges, ncclDevComm dc) {
+  extern __shared__ int smem[];  // [R] counts, [R + 1] begins
+  const uint32_t epoch = begin_epoch(state), par = epoch & 1;
+  const int lane = threadIdx.x & 31, L = a.local, R = a.ranks;
+  const size_t slot = 16 + size_t(a.row), seg = size_t(a.max_tokens) * slot;
+  auto seg_off = [&](int le, int src) { return (size_t(par * L + le) * R + src) * seg; };
+  auto count_off = [&](int le, int src) { return counts_off + (size_t(par * L + le) * R + src) * 8; };
+
+  for (int s = warp_id(); s < a.tokens * a.topk; s += warp_count()) {
+    const int e = idx[s];
+    if (e < 0) continue;
+    const int t = s / a.topk, k = s % a.topk;
+    int n = 0;
+    if (lane == 0) n = int(atomicAdd(&sent[e], 1u));
+    n = __shfl_sync(~0u, n, 0);
+    uint8_t* dst = (uint8_t*)ncclGetLsaPointer(stage, seg_off(e % L, a.rank) + n * slot, e / L);
+    if (lane == 0) *(uint4*)dst = make_uint4(gb_ep_desc(a.rank, t, k), 0, 0, 0);
+    warp_copy<false>(dst + 16, x + size_t(t) * a.row, a.row, lane);
+  }
+  if (last_cta(state, epoch)) {
+    for (int e = threadIdx.x; e < a.experts; e += blockDim.x) {
+      const uint32_t n = sent[e];
+      sent[e] = 0;
+      st_release_sys_u64((uint64_t*)ncclGetLsaPointer(ctrl, count_off(e % L, a.rank), e / L), tag(epoch, n));
+    }
+  }
+
+  int* cnt = smem;
+  int* begin = smem + R;
+  const int wib = threadIdx.x >> 5, wpb = blockDim.x >> 5;
+  const size_t cap = size_t(R) * a.max_tokens;
+  for (int le = blockIdx.x; le < L; le += gridDim.x) {
+    __syncthreads();
+    for (int src = threadIdx.x; src < R; src += blockDim.x)
+      cnt[src] = int(wait_tag((const uint64_t*)ncclGetLocalPointer(ctrl, count_off(le, src)), epoch));
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int run = 0;
+      for (int src = 0; src < R; src++) {
+        begin[src] = run;
+        ranges[le * R + src] = make_int2(run, cnt[src]);
+        run += cnt[src];
+      }
+      begin[R] = run;
+      recv_count[le] = run;
+    }
+    __syncthreads();
+    for (int i = wib; i < begin[R]; i += wpb) {
+      int src = 0;
+      while (i >= begin[src + 1]) src++;
+      const uint8_t* from = (const uint8_t*)ncclGetLocalPointer(stage, seg_off(le, src) + (i - begin[src]) * slot);
+      const size_t r = le * cap + i;
+      if (lane == 0) src_info[r] = gb_ld_relaxed_sys_v4((const uint4*)from).x;
+      warp_copy<true>(out + r * a.row, from + 16, a.row, lane);
+    }
+  }
+  end_epoch(state, epoch);
+}
+
+// Combine: a warp per packed row sends the expert output back to slot (k, token) of the token's
+// rank; the last CTA flags every rank; every CTA waits for all flags, then reduces its tokens
+// with the top-k weights (fp32 -> BF16). y is [L][R*maxT][H] like the dispatch output.
+extern "C" __global__ void __launch_bounds__(GB_THREADS)
+    gb_ep_ll_combine(EpArgs a, const __nv_bfloat16* y, const uint32_t* src_info, const int* recv_count,
+                     ncclWindow_t cbuf, ncclWindow_t ctrl, size_t flags_off, const int* idx, const float* w,
+                     __nv_bfloat16* out, uint32_t* state, ncclDevComm dc) {
+  extern __shared__ int smem[];  // [L + 1] row prefix over local experts
+  const uint32_t epoch = begin_epoch(state), par = epoch & 1;
+  const int lane = threadIdx.x & 31, L = a.local, R = a.ranks, H = a.hidden;
+  const size_t rowb = 2 * size_t(H), cap = size_t(R) * a.max_tokens;
+  auto slot_off = [&](int k, int t) { return ((size_t(par) * a.topk + k) * a.max_tokens + t) * rowb; };
+  int* pre = smem;
+  if (threadIdx.x == 0) {
+    int run = 0;
+    for (int le = 0; le < L; le++) {
+      pre[le] = run;
+      run += recv_count[le];
+    }
+    pre[L] = run;
+  }
+  __syncthreads();
+  for (int g = warp_id(); g < pre[L]; g += warp_count()) {
+    int lo = 0, hi = L - 1;  // the expert whose rows hold g: last le with pre[le] <= g
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (pre[mid] <= g) lo = mid;
+      else hi = mid - 1;
+    }
+    const size_t r = lo * cap + (g - pre[lo]);
+    const uint32_t d = src_info[r];
+    void* dst = ncclGetLsaPointer(cbuf, slot_off(d & 0xf, (d >> 4) & 0xffff), d >> 20);
+    warp_copy<false>(dst, y + r * H, int(rowb), lane);
+  }
+  auto flag_off = [&](int src) { return flags_off + (size_t(par) * R + src) * 8; };
+  if (last_cta(state, epoch))
+    for (int d = threadIdx.x; d < R; d += blockDim.x)
+      st_release_sys_u64((uint64_t*)ncclGetLsaPointer(ctrl, flag_off(a.rank), d), tag(epoch, 1));
+  for (int src = threadIdx.x; src < R; src += blockDim.x)
+    wait_tag((const uint64_t*)ncclGetLocalPointer(ctrl, flag_off(src)), epoch);
+  __syncthreads();
+
+  const int vecs = H / 8;
+  const __nv_bfloat16* slots = (const __nv_bfloat16*)ncclGetLocalPointer(cbuf, 0);
+  for (size_t i = gb_tid(); i < size_t(a.tokens) * vecs; i += gb_nthreads()) {
+    const int t = int(i / vecs), v = int(i % vecs);
+    float acc[8] = {};
+    for (int k = 0; k < a.topk; k++) {
+      if (idx[t * a.topk + k] < 0) continue;
+      const uint4 u = gb_ld_relaxed_sys_v4((const uint4*)(slots + slot_off(k, t) / 2) + v);
+      const __nv_bfloat162* p = (const __nv_bfloat162*)&u;
+      const float wk = w[t * a.topk + k];
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const float2 f = __bfloat1622float2(p[j]);
+        acc[2 * j] += wk * f.x;
+        acc[2 * j + 1] += wk * f.y;
+      }
+    }
+    uint4 o;
+    __nv_bfloat162* q = (__nv_bfloat162*)&o;
+#pragma unroll
+    for (int j = 0; j < 4; j++) q[j] = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
+    ((uint4*)(out + size_t(t) * H))[v] = o;
+  }
+  end_epoch(state, epoch);
+}
+
+// ---------------------------------------------------------------------------------------------
+// nvl impl, high throughput. Symmetric windows on every rank:
+//   recv:  [R*maxT][row] rows, then [R*maxT][meta] (descriptor, K local expert indices, K weights)
+//   ctrl:  count matrix [2][R][R + L] u64 at mat_off, dispatch flags [2][R] at dflags_off,
+//          combine flags [2][R] at cflags_off
+//   cbuf:  [2][R][maxT][H] BF16, one partial row per (rank, token)
+// Rows arrive in (source rank, token) order: deterministic.
+
+// Notify (one CTA): every rank sends its tokens-per-rank row and, to each rank, its counts for
+// that rank's experts; all wait for everyone's, then derive this rank's first row in every
+// destination (offs[d]), its received rows (offs[R]) and rows per local expert.
+extern "C" __global__ void gb_ep_ht_notify(EpArgs a, const int* totals, ncclWindow_t ctrl, size_t mat_off,
+                                           uint32_t* state, int* offs, int* recv_per_expert, ncclDevComm dc) {
+  extern __shared__ int m[];  // [R][R + L]
+  const int R = a.ranks, L = a.local, W = R + L;
+  __shared__ uint32_t s_epoch;
+  if (threadIdx.x == 0) s_epoch = state[0] + 1;
+  __syncthreads();
+  const uint32_t epoch = s_epoch, par = epoch & 1;
+  auto off = [&](int src, int j) { return mat_off + ((size_t(par) * R + src) * W + j) * 8; };
+  for (int i = threadIdx.x; i < R * W; i += blockDim.x) {
+    const int d = i / W, j = i % W;
+    const int v = j < R ? totals[a.experts + j] : totals[d * L + (j - R)];
+    st_release_sys_u64((uint64_t*)ncclGetLsaPointer(ctrl, off(a.rank, j), d), tag(epoch, v));
+  }
+  for (int i = threadIdx.x; i < R * W; i += blockDim.x)
+    m[i] = int(wait_tag((const uint64_t*)ncclGetLocalPointer(ctrl, off(i / W, i % W)), epoch));
+  __syncthreads();
+  for (int d = threadIdx.x; d < R; d += blockDim.x) {
+    int o = 0;
+    for (int s = 0; s < a.rank; s++) o += m[s * W + d];
+    offs[d] = o;
+  }
+  for (int j = threadIdx.x; j < L; j += blockDim.x) {
+    int n = 0;
+    for (int s = 0; s < R; s++) n += m[s * W + R + j];
+    recv_per_expert[j] = n;
+  }
+  if (threadIdx.x == 0) {
+    int n = 0;
+    for (int s = 0; s < R; s++) n += m[s * W + a.rank];
+    offs[R] = n;
+    state[0] = epoch;
+  }
+}
+
+// Dispatch: a warp per token writes it once to every rank holding one of its experts, at the
+// row the layout and the notify gave, with its metadata; the last CTA flags every rank and waits
+// for every rank's flag, so the kernel ends when this rank has received everything.
+extern "C" __global__ void __launch_bounds__(GB_THREADS)
+    gb_ep_ht_dispatch(EpArgs a, const int* idx, const float* w, const uint8_t* x, const int* tok_local,
+                      const int* chunk_base, const int* offs, ncclWindow_t recv, size_t meta_off, int meta_bytes,
+                      ncclWindow_t ctrl, size_t flags_off, uint32_t* state, ncclDevComm dc) {
+  const uint32_t epoch = begin_epoch(state), par = epoch & 1;
+  const int lane = threadIdx.x & 31, R = a.ranks, K = a.topk, keys = a.experts + R;
+  for (int t = warp_id(); t < a.tokens; t += warp_count()) {
+    for (int i = 0; i < R; i++) {
+      const int d = (a.rank + 1 + i) % R;  // peers first, this rank last
+      const int p = tok_local[size_t(t) * R + d];
+      if (p < 0) continue;
+      const size_t r = size_t(offs[d]) + chunk_base[size_t(t / EP_CHUNK) * keys + a.experts + d] + p;
+      warp_copy<false>(ncclGetLsaPointer(recv, r * a.row, d), x + size_t(t) * a.row, a.row, lane);
+      uint8_t* meta = (uint8_t*)ncclGetLsaPointer(recv, meta_off + r * meta_bytes, d);
+      if (lane == 0) *(uint32_t*)meta = gb_ep_desc(a.rank, t, 0);
+      if (lane < K) {
+        const int e = idx[t * K + lane];
+        const bool here = e >= 0 && e / a.local == d;
+        ((int*)(meta + 4))[lane] = here ? e % a.local : -1;
+        ((float*)(meta + 4 + 4 * K))[lane] = here ? w[t * K + lane] : 0.f;
+      }
+    }
+  }
+  auto flag_off = [&](int src) { return flags_off + (size_t(par) * R + src) * 8; };
+  if (last_cta(state, epoch)) {
+    for (int d = threadIdx.x; d < R; d += blockDim.x)
+      st_release_sys_u64((uint64_t*)ncclGetLsaPointer(ctrl, flag_off(a.rank), d), tag(epoch, 1));
+    for (int src = threadIdx.x; src < R; src += blockDim.x)
+      wait_tag((const uint64_t*)ncclGetLocalPointer(ctrl, flag_off(src)), epoch);
+  }
+  end_epoch(state, epoch);
+}
+
+// Combine: a warp per received row sends it (already weighted by this rank's experts) to slot
+// (this rank, token) of its source; the last CTA flags every rank; every CTA waits for all flags
+// and sums each token's partial rows from the ranks it went to (fp32 -> BF16).
+extern "C" __global__ void __launch_bounds__(GB_THREADS)
+    gb_ep_ht_combine(EpArgs a, const __nv_bfloat16* y, const uint8_t* meta, int meta_bytes, const int* offs,
+                     ncclWindow_t cbuf, ncclWindow_t ctrl, size_t flags_off, const int* idx, __nv_bfloat16* out,
+                     uint32_t* state, ncclDevComm dc) {
+  const uint32_t epoch = begin_epoch(state), par = epoch & 1;
+  const int lane = threadIdx.x & 31, R = a.ranks, H = a.hidden;
+  const size_t rowb = 2 * size_t(H);
+  auto slot_off = [&](int src, int t) { return ((size_t(par) * R + src) * a.max_tokens + t) * rowb; };
+  const int nrecv = offs[R];
+  for (int r = warp_id(); r < nrecv; r += warp_count()) {
+    const uint32_t d = *(const uint32_t*)(meta + size_t(r) * meta_bytes);
+    warp_copy<false>(ncclGetLsaPointer(cbuf, slot_off(a.rank, (d >> 4) & 0xffff), d >> 20), y + size_t(r) * H,
+                     int(rowb), lane);
+  }
+  auto flag_off = [&](int src) { return flags_off + (size_t(par) * R + src) * 8; };
+  if (last_cta(state, epoch))
+    for (int d = threadIdx.x; d < R; d += blockDim.x)
+      st_release_sys_u64((uint64_t*)ncclGetLsaPointer(ctrl, flag_off(a.rank), d), tag(epoch, 1));
+  for (int src = threadIdx.x; src < R; src += blockDim.x)
+    wait_tag((const uint64_t*)ncclGetLocalPointer(ctrl, flag_off(src)), epoch);
+  __syncthreads();
+
+  const int vecs = H / 8;
+  const __nv_bfloat16* slots = (const __nv_bfloat16*)ncclGetLocalPointer(cbuf, 0);
+  for (size_t i = gb_tid(); i < size_t(a.tokens) * vecs; i += gb_nthreads()) {
+    const int t = int(i / vecs), v = int(i % vecs);
+    float acc[8] = {};
+    for (int k = 0; k < a.topk; k++) {
+      const int e = idx[t * a.topk + k];
+      if (e < 0) continue;
+      const int d = e / a.local;
+      bool first = true;  // each destination rank once
+      for (int j = 0; j < k; j++) first &= !(idx[t * a.topk + j] >= 0 && idx[t * a.topk + j] / a.local == d);
+      if (!first) continue;
+      const uint4 u = gb_ld_relaxed_sys_v4((const uint4*)(slots + slot_off(d, t) / 2) + v);
+      const __nv_bfloat162* p = (const __nv_bfloat162*)&u;
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const float2 f = __bfloat1622float2(p[j]);
+        acc[2 * j] += f.x;
+        acc[2 * j + 1] += f.y;
+      }
+    }
+    uint4 o;
+    __nv_bfloat162* q = (__nv_bfloat162*)&o;
+#pragma unroll
+    for (int j = 0; j < 4; j++) q[j] = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
+    ((uint4*)(out + size_t(t) * H))[v] = o;
+  }
+  end_epoch(state, epoch);
+}

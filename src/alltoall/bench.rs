@@ -20,6 +20,29 @@ pub fn main(cfg: Config) -> Result<Exit> {
     harness::ranks::run(PROG, local_ranks, move |boot, device| run_rank(boot, &cfg, device))
 }
 
+/// The results file's `env`, gathered from every rank (collective).
+pub fn gather_env(boot: &dyn Bootstrap, gpu: &Gpu, gin: schema::Gin) -> Result<Env> {
+    let me = gpu.describe(boot.rank(), &bootstrap::hostname());
+    let gpus: Vec<GpuInfo> = boot
+        .allgather(&serde_json::to_vec(&me).unwrap())
+        .iter()
+        .map(|b| serde_json::from_slice(b).map_err(|e| Error::internal(format!("gpu info: {e}"))))
+        .collect::<Result<_>>()?;
+    let network = crate::envinfo::network();
+    let lib = nccl::load()?;
+    Ok(Env {
+        ranks: boot.size(),
+        hosts: unique_hosts(&gpus),
+        gpus,
+        driver: cuda::kernel_driver_version(),
+        cuda: cuda::driver_cuda_version().unwrap_or_default(),
+        nccl: NcclInfo { header: nccl::header_version(), library: lib.version, path: lib.path.clone() },
+        gin: crate::envinfo::gin_with_hint(gin, &network),
+        network,
+        vars: crate::envinfo::vars(),
+    })
+}
+
 /// Host names in rank order, each once.
 pub fn unique_hosts(gpus: &[GpuInfo]) -> Vec<String> {
     let mut h: Vec<String> = vec![];
@@ -54,15 +77,6 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
     let comm = Comm::bootstrap(boot)?;
     watchdog::beat();
 
-    // Environment, gathered to rank 0.
-    let host = bootstrap::hostname();
-    let me = gpu.describe(rank, &host);
-    let gpus: Vec<GpuInfo> = boot
-        .allgather(&serde_json::to_vec(&me).unwrap())
-        .iter()
-        .map(|b| serde_json::from_slice(b).map_err(|e| Error::internal(format!("gpu info: {e}"))))
-        .collect::<Result<_>>()?;
-
     // Memory: send + receive of the largest size must fit, with headroom for NCCL (as nccl-tests).
     let mut sweep = cfg.sizes.clone();
     let want = buffer_bytes(cfg, n as u64);
@@ -80,8 +94,8 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
             ));
         }
     }
-    let network = crate::envinfo::network();
-    let gin = crate::envinfo::gin_with_hint(gin, &network);
+    let env = gather_env(boot, &gpu, gin)?;
+    let gin = env.gin.clone();
     if cfg.require_gin && gin.kind == "none" {
         if let Some(i) = cfg.impls.iter().find(|i| matches!(i.name, "gin" | "hybrid")) {
             return Err(Error::env(
@@ -113,18 +127,6 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
     r.gpu.stream.synchronize()?;
     watchdog::beat();
 
-    let lib = nccl::load()?;
-    let env = Env {
-        ranks: n,
-        hosts: unique_hosts(&gpus),
-        gpus,
-        driver: cuda::kernel_driver_version(),
-        cuda: cuda::driver_cuda_version().unwrap_or_default(),
-        nccl: NcclInfo { header: nccl::header_version(), library: lib.version, path: lib.path.clone() },
-        gin,
-        network,
-        vars: crate::envinfo::vars(),
-    };
     let mut out = Output::new(rank == 0, cfg, env, started_at);
     out.preamble(&r, note);
 

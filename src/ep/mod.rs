@@ -1,6 +1,103 @@
 //! Expert-parallel (MoE) dispatch and combine: the layer shape, seeded routing, the host
-//! reference of the layout, the metrics, and the benchmark with its implementations.
+//! reference of the layout, the metrics, and the `ep_perf` benchmark with its implementations
+//! (one file each; kernels in src/kernels/ep.cu).
+pub mod bench;
+pub mod cli;
+pub mod device;
+pub mod host;
 pub mod metrics;
+pub mod nvl;
 pub mod reference;
 pub mod routing;
 pub mod shape;
+
+use crate::bootstrap::Bootstrap;
+use crate::cuda::Gpu;
+use crate::error::Result;
+use crate::nccl::Comm;
+use device::{Args, Buf, Inputs, RowSet};
+use metrics::{Mode, Phase};
+use reference::{Layout, Traffic};
+use shape::{Payload, Shape};
+
+/// What an impl is built for: one rank, one mode, one dispatch payload.
+pub struct Ctx<'a> {
+    pub boot: &'a dyn Bootstrap,
+    pub gpu: &'a Gpu,
+    pub comm: &'a Comm,
+    pub shape: Shape,
+    pub payload: Payload,
+    pub mode: Mode,
+    /// CTAs (= SMs) of the device kernels.
+    pub ctas: u32,
+    /// Largest tokens per rank of the sweep (buffers are sized for it).
+    pub max_tokens: usize,
+}
+
+impl Ctx<'_> {
+    pub fn args(&self, tokens: usize) -> Args {
+        Args::new(&self.shape, self.payload, self.boot.size(), self.boot.rank(), tokens, self.max_tokens)
+    }
+}
+
+/// The dispatch output as the checks and the expert see it.
+pub struct Received {
+    /// Received rows (dispatch payload layout).
+    pub rows: u64,
+    /// One descriptor per row (reference::desc).
+    pub desc: u64,
+    pub set: RowSet,
+    /// Where the expert output (combine input) goes, and per-row weights (0: none).
+    pub y: u64,
+    pub scale: u64,
+    /// Buffers the pointers above live in.
+    pub keep: Vec<Buf>,
+}
+
+/// A dispatch/combine implementation, set up for one rank, mode and payload.
+pub trait EpImpl {
+    /// Enqueue one dispatch of `inp`'s tokens.
+    fn dispatch(&self, c: &Ctx, inp: &Inputs) -> Result<()>;
+    /// Enqueue one combine of the expert output (`Received::y`) into `inp.out`, for the layout of
+    /// the last dispatch.
+    fn combine(&self, c: &Ctx, inp: &Inputs) -> Result<()>;
+    /// After a dispatch: the received rows.
+    fn received(&self, c: &Ctx, inp: &Inputs, layout: &Layout) -> Result<Received>;
+    /// Misplaced, missing or extra rows (and wrong metadata) against the reference.
+    fn check_layout(&self, c: &Ctx, inp: &Inputs, layout: &Layout) -> Result<u64>;
+    /// Why it cannot be captured in a CUDA graph (None: it can).
+    fn not_capturable(&self) -> Option<&'static str> {
+        None
+    }
+    /// SMs its kernels occupy; None when NCCL's kernels do the moving.
+    fn sms(&self) -> Option<u32>;
+    /// Bytes this rank puts on the wire to each rank in one `phase`.
+    fn bytes_to(&self, c: &Ctx, phase: Phase, tr: &Traffic) -> Vec<u64>;
+}
+
+/// (name, description), in `-D all` order.
+pub const IMPLS: &[(&str, &str)] = &[
+    ("host", "Megatron-style: permute kernel, count exchange, NCCL grouped send/recv; combine mirrored"),
+    ("nvl", "NVLink (LSA) device kernels: LL per-expert slots, HT rows once per destination rank"),
+    ("gin", "GIN put + signal to every peer; skipped where GIN is unavailable"),
+    ("hybrid", "NVLink inside the node, GIN across nodes; skipped where GIN is unavailable"),
+    ("gin-emu", "gin on virtual nodes (emulated GIN); not implemented for EP yet"),
+    ("hybrid-emu", "hybrid on virtual nodes (emulated GIN); not implemented for EP yet"),
+];
+
+/// Set `name` up (collective). The inner `Err` is a reason to skip it here.
+pub fn make(
+    name: &str,
+    c: &Ctx,
+    gin: &crate::report::schema::Gin,
+) -> Result<std::result::Result<Box<dyn EpImpl>, String>> {
+    Ok(match name {
+        "host" => Ok(Box::new(host::Host::new(c)?)),
+        "nvl" => nvl::Nvl::new(c)?.map(|i| Box::new(i) as Box<dyn EpImpl>),
+        "gin" | "hybrid" if gin.kind == "none" => Err(format!("GIN unavailable: {}", gin.reason)),
+        "gin" | "hybrid" => {
+            Err(format!("{name} dispatch/combine kernels are not implemented yet (GIN is {})", gin.kind))
+        }
+        _ => Err(format!("{name} is not implemented for EP yet (alltoall_perf has it for alltoall)")),
+    })
+}

@@ -252,7 +252,7 @@ impl Drop for DevMem {
 pub struct SymBuffer {
     pub win: ffi::ncclWindow_t,
     comm: ffi::ncclComm_t,
-    _mem: DevMem,
+    mem: DevMem,
 }
 
 impl SymBuffer {
@@ -261,7 +261,12 @@ impl SymBuffer {
         unsafe { cudarc::driver::result::memset_d8_async(mem.ptr, 0, mem.bytes, stream.cu_stream()) }?;
         stream.synchronize()?;
         let win = comm.window_register(&mem)?;
-        Ok(SymBuffer { win, comm: comm.raw(), _mem: mem })
+        Ok(SymBuffer { win, comm: comm.raw(), mem })
+    }
+
+    /// This rank's device address of the buffer.
+    pub fn ptr(&self) -> u64 {
+        self.mem.ptr
     }
 }
 

@@ -135,6 +135,40 @@ pub fn footer(wrong_rows: u64, avg_busbw: f64) -> String {
     )
 }
 
+/// EP table header: one line per tokens-per-rank, dispatch and combine side by side (as
+/// nccl-tests puts out-of-place and in-place side by side).
+pub fn ep_header() -> String {
+    let mut s = String::from("#\n");
+    s += &format!("# {:>8}  {:>12}  {:>5}  {:^48}  {:^48}\n", "", "", "", "dispatch", "combine");
+    let group = format!("  {:>8}  {:>8}  {:>8}  {:>8}  {:>6}", "time", "p50", "p99", "bw", "#wrong");
+    let units = format!("  {:>8}  {:>8}  {:>8}  {:>8}  {:>6}", "(us)", "(us)", "(us)", "(GB/s)", "");
+    s += &format!("# {:>8}  {:>12}  {:>5}{group}{group} \n", "tokens", "size", "type");
+    s += &format!("# {:>8}  {:>12}  {:>5}{units}{units} \n", "(/rank)", "(B)", "");
+    s
+}
+
+fn ep_group(r: &Row) -> String {
+    if r.status != "ok" {
+        return format!("  {:>8}  {:>8}  {:>8}  {:>8}  {:>6}", "-", "-", "-", "-", r.status);
+    }
+    let f = |v: Option<f64>| v.map(|v| fit(v, 8)).unwrap_or_else(|| "N/A".into());
+    let wrong = r.wrong.map(|w| c_g(w as f64)).unwrap_or_else(|| "N/A".into());
+    format!("  {:>8}  {:>8}  {:>8}  {:>8}  {:>6}", f(r.time_us), f(r.p50_us), f(r.p99_us), f(r.bw_gbps), wrong)
+}
+
+/// One EP line: tokens per rank, bytes the rank sends in dispatch, dispatch payload type, then
+/// the dispatch and combine measurements.
+pub fn ep_line(dispatch: &Row, combine: &Row) -> String {
+    format!(
+        "{:>10}  {:>12}  {:>5}{}{}\n",
+        dispatch.tokens.unwrap_or(0),
+        dispatch.size_bytes,
+        dispatch.dtype,
+        ep_group(dispatch),
+        ep_group(combine)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,5 +185,32 @@ mod tests {
         assert_eq!(c_g(42.123449), "42.1234");
         assert_eq!(c_g(1048576.0), "1.04858e+06");
         assert_eq!(c_g(3.0), "3");
+    }
+
+    #[test]
+    fn ep_lines_align_with_the_header() {
+        let d = Row {
+            tokens: Some(128),
+            size_bytes: 14680064,
+            dtype: "bf16".into(),
+            time_us: Some(41.5),
+            p50_us: Some(41.0),
+            p99_us: Some(44.25),
+            bw_gbps: Some(353.7),
+            wrong: Some(0),
+            status: "ok".into(),
+            ..Default::default()
+        };
+        let c = Row { status: "skipped".into(), ..d.clone() };
+        let line = ep_line(&d, &c);
+        assert_eq!(
+            line,
+            "       128      14680064   bf16     41.50     41.00     44.25    353.70       0         -         -         -         -  skipped\n"
+        );
+        // Columns end where the header's do.
+        let header = ep_header();
+        let cols = header.lines().nth(2).unwrap();
+        let both = ep_line(&d, &d);
+        assert_eq!(cols.trim_end().len(), both.trim_end().len(), "{cols}\n{both}");
     }
 }

@@ -1,0 +1,281 @@
+//! Device side shared by every EP impl: kernel arguments, buffers, the per-rank inputs and the
+//! launches of the common kernels (src/kernels/ep.cu).
+use super::shape::{Payload, Shape};
+use super::Received;
+use crate::cuda::Gpu;
+use crate::error::Result;
+use cudarc::driver::{sys, CudaFunction, CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
+
+/// Threads per CTA of every EP kernel (GB_THREADS).
+pub const THREADS: u32 = 512;
+/// Tokens per chunk of the deterministic layout (EP_CHUNK).
+pub const CHUNK: usize = 32;
+
+/// Mirrors `EpArgs` in src/kernels/ep.cu.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Args {
+    pub tokens: i32,
+    pub max_tokens: i32,
+    pub hidden: i32,
+    pub topk: i32,
+    pub experts: i32,
+    pub local: i32,
+    pub ranks: i32,
+    pub rank: i32,
+    pub row: i32,
+    pub fp8: i32,
+}
+unsafe impl DeviceRepr for Args {}
+
+impl Args {
+    pub fn new(shape: &Shape, payload: Payload, ranks: usize, rank: usize, tokens: usize, max_tokens: usize) -> Args {
+        Args {
+            tokens: tokens as i32,
+            max_tokens: max_tokens as i32,
+            hidden: shape.hidden as i32,
+            topk: shape.topk as i32,
+            experts: shape.experts as i32,
+            local: shape.local_experts(ranks) as i32,
+            ranks: ranks as i32,
+            rank: rank as i32,
+            row: shape.dispatch_row_bytes(payload) as i32,
+            fp8: (payload == Payload::Fp8) as i32,
+        }
+    }
+}
+
+/// Mirrors `RowSet`: `groups` groups of `group_rows` rows, group g holding counts[g] valid rows
+/// (`count0` when `counts` is 0).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct RowSet {
+    pub groups: i32,
+    pub counts: u64,
+    pub count0: i32,
+    pub group_rows: u64,
+}
+unsafe impl DeviceRepr for RowSet {}
+
+/// A zeroed device buffer and its address.
+pub struct Buf {
+    _mem: CudaSlice<u8>,
+    pub ptr: u64,
+    pub bytes: usize,
+}
+
+impl Buf {
+    pub fn zeros(gpu: &Gpu, bytes: usize) -> Result<Buf> {
+        let mem = gpu.stream.alloc_zeros::<u8>(bytes.max(16))?;
+        let ptr = {
+            let (p, _sync) = mem.device_ptr(&gpu.stream);
+            p
+        };
+        Ok(Buf { _mem: mem, ptr, bytes })
+    }
+
+    pub fn upload<T: Copy>(gpu: &Gpu, data: &[T]) -> Result<Buf> {
+        let bytes = std::mem::size_of_val(data);
+        let b = Buf::zeros(gpu, bytes)?;
+        b.write(gpu, data)?;
+        Ok(b)
+    }
+
+    pub fn write<T: Copy>(&self, gpu: &Gpu, data: &[T]) -> Result<()> {
+        let bytes = std::mem::size_of_val(data);
+        assert!(bytes <= self.bytes, "upload of {bytes} bytes into a buffer of {}", self.bytes);
+        unsafe {
+            cudarc::driver::result::memcpy_htod_async(
+                self.ptr,
+                std::slice::from_raw_parts(data.as_ptr() as *const u8, bytes),
+                gpu.stream.cu_stream(),
+            )
+        }?;
+        gpu.stream.synchronize()?;
+        Ok(())
+    }
+
+    pub fn read<T: Copy + Default>(&self, gpu: &Gpu, n: usize) -> Result<Vec<T>> {
+        let mut v = vec![T::default(); n];
+        let bytes = std::mem::size_of_val(v.as_slice());
+        assert!(bytes <= self.bytes);
+        gpu.stream.synchronize()?;
+        unsafe {
+            cudarc::driver::result::memcpy_dtoh_sync(
+                std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, bytes),
+                self.ptr,
+            )
+        }?;
+        Ok(v)
+    }
+}
+
+/// Grid of `ctas` CTAs of THREADS threads, `smem` bytes of dynamic shared memory.
+pub fn grid(ctas: u32, smem: u32) -> LaunchConfig {
+    LaunchConfig { grid_dim: (ctas.max(1), 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: smem }
+}
+
+/// Dynamic shared memory that keeps a kernel at one CTA per SM (more than half an SM's), so that
+/// `ctas` CTAs occupy exactly `ctas` SMs. Raises the kernel's limit to allow it.
+pub fn one_cta_per_sm(gpu: &Gpu, f: &CudaFunction) -> Result<u32> {
+    let per_sm =
+        gpu.ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?;
+    let smem = per_sm / 2 + 1024;
+    f.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)?;
+    Ok(smem as u32)
+}
+
+pub fn sm_count(gpu: &Gpu) -> Result<u32> {
+    Ok(gpu.ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32)
+}
+
+/// This rank's inputs for one token count: tokens (BF16), the rows dispatch sends (the BF16
+/// tokens, or their FP8 quantization), routing, and the combined output.
+pub struct Inputs {
+    pub args: Args,
+    pub x: Buf,
+    /// Dispatched rows: `x` itself for BF16, else the FP8 rows.
+    pub rows: u64,
+    fp8_rows: Option<Buf>,
+    pub idx: Buf,
+    pub weight: Buf,
+    pub out: Buf,
+    f: Common,
+}
+
+struct Common {
+    fill: CudaFunction,
+    quantize: CudaFunction,
+}
+
+impl Inputs {
+    pub fn new(gpu: &Gpu, args: Args, idx: &[i32], weight: &[f32]) -> Result<Inputs> {
+        let (t, h) = (args.tokens as usize, args.hidden as usize);
+        let x = Buf::zeros(gpu, t * h * 2)?;
+        let fp8_rows = if args.fp8 != 0 { Some(Buf::zeros(gpu, t * args.row as usize)?) } else { None };
+        let rows = fp8_rows.as_ref().map(|b| b.ptr).unwrap_or(x.ptr);
+        Ok(Inputs {
+            args,
+            rows,
+            x,
+            fp8_rows,
+            idx: Buf::upload(gpu, idx)?,
+            weight: Buf::upload(gpu, weight)?,
+            out: Buf::zeros(gpu, t * h * 2)?,
+            f: Common { fill: gpu.function("ep", "gb_ep_fill")?, quantize: gpu.function("ep", "gb_ep_quantize")? },
+        })
+    }
+
+    /// Tokens for `seed` (every value a function of rank, token, channel and seed).
+    pub fn fill(&self, gpu: &Gpu, seed: u32) -> Result<()> {
+        let mut b = gpu.stream.launch_builder(&self.f.fill);
+        b.arg(&self.x.ptr).arg(&self.args).arg(&seed);
+        unsafe { b.launch(grid(264, 0)) }?;
+        Ok(())
+    }
+
+    /// FP8 rows from the tokens (a no-op for BF16), on `ctas` CTAs.
+    pub fn quantize(&self, gpu: &Gpu, ctas: u32) -> Result<()> {
+        if let Some(q) = &self.fp8_rows {
+            let mut b = gpu.stream.launch_builder(&self.f.quantize);
+            b.arg(&self.x.ptr).arg(&q.ptr).arg(&self.args);
+            unsafe { b.launch(grid(ctas, 0)) }?;
+        }
+        Ok(())
+    }
+}
+
+/// The deterministic layout (counts and positions per expert and per destination rank), two
+/// kernels; used by the host impl and nvl HT.
+pub struct LayoutBufs {
+    pub chunk_cnt: Buf,
+    pub chunk_base: Buf,
+    pub sel_local: Buf,
+    pub tok_local: Buf,
+    pub totals: Buf,
+    pub expert_off: Buf,
+    chunks_fn: CudaFunction,
+    scan_fn: CudaFunction,
+}
+
+impl LayoutBufs {
+    pub fn new(gpu: &Gpu, a: &Args) -> Result<LayoutBufs> {
+        let (t, k, r, e) = (a.max_tokens as usize, a.topk as usize, a.ranks as usize, a.experts as usize);
+        let chunks = t.div_ceil(CHUNK);
+        Ok(LayoutBufs {
+            chunk_cnt: Buf::zeros(gpu, chunks * (e + r) * 4)?,
+            chunk_base: Buf::zeros(gpu, chunks * (e + r) * 4)?,
+            sel_local: Buf::zeros(gpu, t * k * 4)?,
+            tok_local: Buf::zeros(gpu, t * r * 4)?,
+            totals: Buf::zeros(gpu, (e + r) * 4)?,
+            expert_off: Buf::zeros(gpu, (e + 1) * 4)?,
+            chunks_fn: gpu.function("ep", "gb_ep_layout_chunks")?,
+            scan_fn: gpu.function("ep", "gb_ep_layout_scan")?,
+        })
+    }
+
+    pub fn launch(&self, gpu: &Gpu, a: &Args, idx: u64, ctas: u32) -> Result<()> {
+        let chunks = (a.tokens as usize).div_ceil(CHUNK) as u32;
+        let keys = (a.experts + a.ranks) as u32;
+        let mut b = gpu.stream.launch_builder(&self.chunks_fn);
+        b.arg(&idx).arg(a).arg(&self.chunk_cnt.ptr).arg(&self.sel_local.ptr).arg(&self.tok_local.ptr);
+        unsafe { b.launch(grid(ctas.min(chunks), keys * 4)) }?;
+        let mut b = gpu.stream.launch_builder(&self.scan_fn);
+        b.arg(&self.chunk_cnt.ptr).arg(a).arg(&self.chunk_base.ptr).arg(&self.totals.ptr).arg(&self.expert_off.ptr);
+        unsafe { b.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 }) }?;
+        Ok(())
+    }
+}
+
+/// The check and expert kernels.
+pub struct Checks {
+    expert: CudaFunction,
+    verify_rows: CudaFunction,
+    verify_combine: CudaFunction,
+    wrong: Buf,
+}
+
+impl Checks {
+    pub fn new(gpu: &Gpu) -> Result<Checks> {
+        Ok(Checks {
+            expert: gpu.function("ep", "gb_ep_expert")?,
+            verify_rows: gpu.function("ep", "gb_ep_verify_rows")?,
+            verify_combine: gpu.function("ep", "gb_ep_verify_combine")?,
+            wrong: Buf::zeros(gpu, 8)?,
+        })
+    }
+
+    /// Combine input: row r = value(token of desc[r], seed) x scale[r] (scale 0: none).
+    pub fn expert(&self, gpu: &Gpu, a: &Args, rec: &Received, seed: u32) -> Result<()> {
+        let mut b = gpu.stream.launch_builder(&self.expert);
+        b.arg(&rec.y).arg(a).arg(&rec.desc).arg(&rec.set).arg(&rec.scale).arg(&seed);
+        unsafe { b.launch(grid(264, 0)) }?;
+        Ok(())
+    }
+
+    fn count(&self, gpu: &Gpu, launch: impl FnOnce(u64) -> Result<()>) -> Result<u64> {
+        self.wrong.write(gpu, &[0u64])?;
+        launch(self.wrong.ptr)?;
+        Ok(self.wrong.read::<u64>(gpu, 1)?[0])
+    }
+
+    /// Wrong values among the received rows.
+    pub fn rows(&self, gpu: &Gpu, a: &Args, rec: &Received, seed: u32) -> Result<u64> {
+        self.count(gpu, |wrong| {
+            let mut b = gpu.stream.launch_builder(&self.verify_rows);
+            b.arg(&rec.rows).arg(a).arg(&rec.desc).arg(&rec.set).arg(&seed).arg(&wrong);
+            unsafe { b.launch(grid(264, 0)) }?;
+            Ok(())
+        })
+    }
+
+    /// Wrong values among the combined tokens.
+    pub fn combined(&self, gpu: &Gpu, inp: &Inputs, seed: u32) -> Result<u64> {
+        self.count(gpu, |wrong| {
+            let mut b = gpu.stream.launch_builder(&self.verify_combine);
+            b.arg(&inp.out.ptr).arg(&inp.args).arg(&inp.idx.ptr).arg(&inp.weight.ptr).arg(&seed).arg(&wrong);
+            unsafe { b.launch(grid(264, 0)) }?;
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,371 @@
+//! `nvl`: dispatch and combine over NVLink through NCCL's device API (LSA), both modes.
+//! LL: fixed per-(expert, source) slots, no host sync, CUDA-graph capturable; HT: count
+//! exchange, then each token once per destination rank, straight to its final row.
+use super::device::{grid, one_cta_per_sm, Args, Buf, Inputs, LayoutBufs, RowSet};
+use super::metrics::{Mode, Phase};
+use super::reference::{Layout, Traffic};
+use super::{Ctx, EpImpl, Received};
+use crate::error::Result;
+use crate::nccl::{compat, compat::DevComm, SymBuffer};
+use cudarc::driver::{CudaFunction, PushKernelArg};
+
+/// Bytes of one HT metadata row: descriptor, K local expert indices, K weights, 16-aligned.
+pub fn ht_meta_bytes(topk: usize) -> usize {
+    (4 + 8 * topk).next_multiple_of(16)
+}
+
+struct Kernel {
+    f: CudaFunction,
+    smem: u32,
+}
+
+impl Kernel {
+    fn new(c: &Ctx, name: &str) -> Result<Kernel> {
+        let f = c.gpu.function("ep", name)?;
+        let smem = one_cta_per_sm(c.gpu, &f)?;
+        Ok(Kernel { f, smem })
+    }
+}
+
+/// Per-launch state of a signalling kernel: arrivals, then one epoch per CTA.
+fn state(c: &Ctx) -> Result<Buf> {
+    Buf::zeros(c.gpu, 4 * (1 + c.ctas as usize))
+}
+
+enum Parts {
+    Ll {
+        stage: SymBuffer,
+        cbuf: SymBuffer,
+        dispatch: Kernel,
+        combine: Kernel,
+        sent: Buf,
+        out: Buf,
+        src_info: Buf,
+        recv_count: Buf,
+        ranges: Buf,
+    },
+    Ht {
+        recv: SymBuffer,
+        cbuf: SymBuffer,
+        layout: Box<LayoutBufs>,
+        notify: CudaFunction,
+        dispatch: Kernel,
+        combine: Kernel,
+        nstate: Buf,
+        offs: Buf,
+        recv_per_expert: Buf,
+    },
+}
+
+pub struct Nvl {
+    mode: Mode,
+    ctas: u32,
+    parts: Parts,
+    ctrl: SymBuffer,
+    dstate: Buf,
+    cstate: Buf,
+    /// Expert output (combine input), in the dispatch output's layout.
+    y: Buf,
+    // Dropped last: the windows above belong to kernels using it.
+    dev: DevComm,
+}
+
+/// Offsets in the control window.
+const LL_COUNTS: usize = 0;
+
+impl Nvl {
+    /// Collective. Skips (inner Err) unless every rank is in one LSA team.
+    pub fn new(c: &Ctx) -> Result<std::result::Result<Nvl, String>> {
+        let (n, lsa) = (c.boot.size(), c.comm.lsa_size());
+        if lsa != n {
+            return Ok(Err(format!(
+                "needs every rank in one NVLink (LSA) domain; the LSA team has {lsa} of {n} ranks (gin / hybrid go across nodes)"
+            )));
+        }
+        let mut reqs = compat::requirements();
+        reqs.lsaBarrierCount = 0;
+        let dev = DevComm::create(c.comm, &reqs)?;
+        let a = c.args(c.max_tokens);
+        let (l, r, k, h, t) = (a.local as usize, n, a.topk as usize, a.hidden as usize, c.max_tokens);
+        let row = a.row as usize;
+        let stream = &c.gpu.stream;
+        let ctrl_bytes = match c.mode {
+            Mode::Ll => 2 * l * r * 8 + 2 * r * 8,
+            Mode::Ht => 2 * r * (r + l) * 8 + 4 * r * 8,
+        };
+        let ctrl = SymBuffer::new(c.comm, ctrl_bytes, stream)?;
+        let (parts, y_rows) = match c.mode {
+            Mode::Ll => {
+                let cap = r * t;
+                (
+                    Parts::Ll {
+                        stage: SymBuffer::new(c.comm, 2 * l * cap * (16 + row), stream)?,
+                        cbuf: SymBuffer::new(c.comm, 2 * k * t * 2 * h, stream)?,
+                        dispatch: Kernel::new(c, "gb_ep_ll_dispatch")?,
+                        combine: Kernel::new(c, "gb_ep_ll_combine")?,
+                        sent: Buf::zeros(c.gpu, 4 * a.experts as usize)?,
+                        out: Buf::zeros(c.gpu, l * cap * row)?,
+                        src_info: Buf::zeros(c.gpu, l * cap * 4)?,
+                        recv_count: Buf::zeros(c.gpu, l * 4)?,
+                        ranges: Buf::zeros(c.gpu, l * r * 8)?,
+                    },
+                    l * cap,
+                )
+            }
+            Mode::Ht => (
+                Parts::Ht {
+                    recv: SymBuffer::new(c.comm, r * t * (row + ht_meta_bytes(k)), stream)?,
+                    cbuf: SymBuffer::new(c.comm, 2 * r * t * 2 * h, stream)?,
+                    layout: Box::new(LayoutBufs::new(c.gpu, &a)?),
+                    notify: c.gpu.function("ep", "gb_ep_ht_notify")?,
+                    dispatch: Kernel::new(c, "gb_ep_ht_dispatch")?,
+                    combine: Kernel::new(c, "gb_ep_ht_combine")?,
+                    nstate: Buf::zeros(c.gpu, 4)?,
+                    offs: Buf::zeros(c.gpu, 4 * (r + 1))?,
+                    recv_per_expert: Buf::zeros(c.gpu, 4 * l)?,
+                },
+                r * t,
+            ),
+        };
+        Ok(Ok(Nvl {
+            mode: c.mode,
+            ctas: c.ctas,
+            parts,
+            ctrl,
+            dstate: state(c)?,
+            cstate: state(c)?,
+            y: Buf::zeros(c.gpu, y_rows * 2 * h)?,
+            dev,
+        }))
+    }
+
+    fn ctrl_offsets(&self, a: &Args) -> (usize, usize, usize) {
+        let (l, r) = (a.local as usize, a.ranks as usize);
+        match self.mode {
+            // LL: counts, then combine flags.
+            Mode::Ll => (LL_COUNTS, 2 * l * r * 8, 0),
+            // HT: count matrix, dispatch flags, combine flags.
+            Mode::Ht => {
+                let mat = 2 * r * (r + l) * 8;
+                (0, mat, mat + 2 * r * 8)
+            }
+        }
+    }
+}
+
+impl EpImpl for Nvl {
+    fn dispatch(&self, c: &Ctx, inp: &Inputs) -> Result<()> {
+        let a = inp.args;
+        let s = &c.gpu.stream;
+        let (o0, o1, _) = self.ctrl_offsets(&a);
+        let ctrl = self.ctrl.win as u64;
+        match &self.parts {
+            Parts::Ll { stage, dispatch, sent, out, src_info, recv_count, ranges, .. } => {
+                let (stage, counts) = (stage.win as u64, o0 as u64);
+                let mut b = s.launch_builder(&dispatch.f);
+                b.arg(&a).arg(&inp.idx.ptr).arg(&inp.rows).arg(&stage).arg(&ctrl).arg(&counts);
+                b.arg(&self.dstate.ptr).arg(&sent.ptr).arg(&out.ptr).arg(&src_info.ptr);
+                b.arg(&recv_count.ptr).arg(&ranges.ptr).arg(&self.dev.raw);
+                unsafe { b.launch(grid(self.ctas, dispatch.smem)) }?;
+            }
+            Parts::Ht { recv, layout, notify, dispatch, nstate, offs, recv_per_expert, .. } => {
+                layout.launch(c.gpu, &a, inp.idx.ptr, self.ctas)?;
+                let (r, l) = (a.ranks as u32, a.local as u32);
+                let mat = o0 as u64;
+                let mut b = s.launch_builder(notify);
+                b.arg(&a).arg(&layout.totals.ptr).arg(&ctrl).arg(&mat).arg(&nstate.ptr);
+                b.arg(&offs.ptr).arg(&recv_per_expert.ptr).arg(&self.dev.raw);
+                unsafe { b.launch(grid(1, r * (r + l) * 4)) }?;
+                let meta_off = (r as usize * c.max_tokens * a.row as usize) as u64;
+                let meta_bytes = ht_meta_bytes(a.topk as usize) as i32;
+                let (recv, flags) = (recv.win as u64, o1 as u64);
+                let mut b = s.launch_builder(&dispatch.f);
+                b.arg(&a).arg(&inp.idx.ptr).arg(&inp.weight.ptr).arg(&inp.rows).arg(&layout.tok_local.ptr);
+                b.arg(&layout.chunk_base.ptr).arg(&offs.ptr).arg(&recv).arg(&meta_off).arg(&meta_bytes);
+                b.arg(&ctrl).arg(&flags).arg(&self.dstate.ptr).arg(&self.dev.raw);
+                unsafe { b.launch(grid(self.ctas, dispatch.smem)) }?;
+            }
+        }
+        Ok(())
+    }
+
+    fn combine(&self, c: &Ctx, inp: &Inputs) -> Result<()> {
+        let a = inp.args;
+        let s = &c.gpu.stream;
+        let (_, o1, o2) = self.ctrl_offsets(&a);
+        let ctrl = self.ctrl.win as u64;
+        match &self.parts {
+            Parts::Ll { cbuf, combine, src_info, recv_count, .. } => {
+                let (cbuf, flags) = (cbuf.win as u64, o1 as u64);
+                let mut b = s.launch_builder(&combine.f);
+                b.arg(&a).arg(&self.y.ptr).arg(&src_info.ptr).arg(&recv_count.ptr).arg(&cbuf).arg(&ctrl);
+                b.arg(&flags).arg(&inp.idx.ptr).arg(&inp.weight.ptr).arg(&inp.out.ptr).arg(&self.cstate.ptr);
+                b.arg(&self.dev.raw);
+                unsafe { b.launch(grid(self.ctas, combine.smem)) }?;
+            }
+            Parts::Ht { recv, cbuf, combine, offs, .. } => {
+                let meta = recv.ptr() + (a.ranks as usize * c.max_tokens * a.row as usize) as u64;
+                let meta_bytes = ht_meta_bytes(a.topk as usize) as i32;
+                let (cbuf, flags) = (cbuf.win as u64, o2 as u64);
+                let mut b = s.launch_builder(&combine.f);
+                b.arg(&a).arg(&self.y.ptr).arg(&meta).arg(&meta_bytes).arg(&offs.ptr).arg(&cbuf).arg(&ctrl);
+                b.arg(&flags).arg(&inp.idx.ptr).arg(&inp.out.ptr).arg(&self.cstate.ptr).arg(&self.dev.raw);
+                unsafe { b.launch(grid(self.ctas, combine.smem)) }?;
+            }
+        }
+        Ok(())
+    }
+
+    fn received(&self, c: &Ctx, inp: &Inputs, layout: &Layout) -> Result<Received> {
+        let a = inp.args;
+        let me = c.boot.rank();
+        Ok(match &self.parts {
+            Parts::Ll { out, src_info, recv_count, .. } => Received {
+                rows: out.ptr,
+                desc: src_info.ptr,
+                set: RowSet {
+                    groups: a.local,
+                    counts: recv_count.ptr,
+                    count0: 0,
+                    group_rows: (a.ranks as usize * c.max_tokens) as u64,
+                },
+                y: self.y.ptr,
+                scale: 0,
+                keep: vec![],
+            },
+            Parts::Ht { recv, .. } => {
+                // Rows arrive in reference order (check_layout compares the descriptors that came
+                // with them); the expert weights each row by this rank's share of the token.
+                let rows = layout.ht_rows(me);
+                let descs: Vec<u32> = rows.iter().map(|r| r.desc).collect();
+                let scale: Vec<f32> = rows.iter().map(|r| r.weight.iter().sum()).collect();
+                let (descs, scale) = (Buf::upload(c.gpu, &descs)?, Buf::upload(c.gpu, &scale)?);
+                Received {
+                    rows: recv.ptr(),
+                    desc: descs.ptr,
+                    set: RowSet {
+                        groups: 1,
+                        counts: 0,
+                        count0: rows.len() as i32,
+                        group_rows: rows.len().max(1) as u64,
+                    },
+                    y: self.y.ptr,
+                    scale: scale.ptr,
+                    keep: vec![descs, scale],
+                }
+            }
+        })
+    }
+
+    fn check_layout(&self, c: &Ctx, inp: &Inputs, layout: &Layout) -> Result<u64> {
+        let a = inp.args;
+        let me = c.boot.rank();
+        let mut wrong = 0u64;
+        match &self.parts {
+            Parts::Ll { src_info, recv_count, .. } => {
+                // Arrival order inside an (expert, source) segment is not deterministic: compare
+                // each expert's rows as sorted lists.
+                let want = layout.expert_rows(me);
+                let counts = recv_count.read::<i32>(c.gpu, a.local as usize)?;
+                let cap = a.ranks as usize * c.max_tokens;
+                let info = src_info.read::<u32>(c.gpu, a.local as usize * cap)?;
+                for (le, w) in want.iter().enumerate() {
+                    let n = (counts[le].max(0) as usize).min(cap);
+                    let mut got = info[le * cap..le * cap + n].to_vec();
+                    got.sort_unstable();
+                    wrong += diff(&got, w);
+                }
+            }
+            Parts::Ht { recv, offs, .. } => {
+                let want = layout.ht_rows(me);
+                let n = offs.read::<i32>(c.gpu, a.ranks as usize + 1)?[a.ranks as usize].max(0) as usize;
+                let k = a.topk as usize;
+                let mb = ht_meta_bytes(k);
+                let base = recv.ptr() + (a.ranks as usize * c.max_tokens * a.row as usize) as u64;
+                let n_read = n.min(a.ranks as usize * c.max_tokens);
+                let meta = read_bytes(c, base, n_read * mb)?;
+                wrong += n.abs_diff(want.len()) as u64;
+                for (i, w) in want.iter().enumerate().take(n_read) {
+                    let m = &meta[i * mb..(i + 1) * mb];
+                    let word = |j: usize| u32::from_le_bytes(m[j * 4..j * 4 + 4].try_into().unwrap());
+                    let ok = word(0) == w.desc
+                        && (0..k).all(|j| word(1 + j) as i32 == w.local_idx[j])
+                        && (0..k).all(|j| f32::from_bits(word(1 + k + j)) == w.weight[j]);
+                    wrong += !ok as u64;
+                }
+            }
+        }
+        Ok(wrong)
+    }
+
+    fn sms(&self) -> Option<u32> {
+        Some(self.ctas)
+    }
+
+    fn bytes_to(&self, c: &Ctx, phase: Phase, tr: &Traffic) -> Vec<u64> {
+        let a = c.args(c.max_tokens);
+        let (row, h2) = (a.row as u64, 2 * a.hidden as u64);
+        let (l, r) = (a.local as u64, a.ranks as u64);
+        let meta = ht_meta_bytes(a.topk as usize) as u64;
+        (0..c.boot.size())
+            .map(|d| match (self.mode, phase) {
+                (Mode::Ll, Phase::Dispatch) => tr.selections_to[d] as u64 * (16 + row) + 8 * l,
+                (Mode::Ll, Phase::Combine) => tr.selections_from[d] as u64 * h2 + 8,
+                (Mode::Ht, Phase::Dispatch) => tr.tokens_to[d] as u64 * (row + meta) + 8 * (r + l) + 8,
+                (Mode::Ht, Phase::Combine) => tr.tokens_from[d] as u64 * h2 + 8,
+            })
+            .collect()
+    }
+}
+
+/// Entries of `want` missing from `got` plus entries of `got` not wanted (both sorted).
+pub fn diff(got: &[u32], want: &[u32]) -> u64 {
+    let (mut i, mut j, mut bad) = (0, 0, 0u64);
+    while i < got.len() || j < want.len() {
+        match (got.get(i), want.get(j)) {
+            (Some(g), Some(w)) if g == w => {
+                i += 1;
+                j += 1;
+            }
+            (Some(g), Some(w)) if g < w => {
+                bad += 1;
+                i += 1;
+            }
+            (Some(_), None) => {
+                bad += 1;
+                i += 1;
+            }
+            _ => {
+                bad += 1;
+                j += 1;
+            }
+        }
+    }
+    bad
+}
+
+fn read_bytes(c: &Ctx, ptr: u64, n: usize) -> Result<Vec<u8>> {
+    let mut v = vec![0u8; n];
+    c.gpu.stream.synchronize()?;
+    if n > 0 {
+        unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut v, ptr) }?;
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ep::reference::desc;
+
+    #[test]
+    fn sorted_list_differences() {
+        assert_eq!(diff(&[1, 2, 3], &[1, 2, 3]), 0);
+        assert_eq!(diff(&[1, 3], &[1, 2, 3]), 1, "one missing");
+        assert_eq!(diff(&[1, 2, 2, 3], &[1, 2, 3]), 1, "one duplicated");
+        assert_eq!(diff(&[0, 4], &[1, 2]), 4);
+        assert_eq!(diff(&[], &[desc(0, 0, 0)]), 1);
+        assert_eq!(ht_meta_bytes(8), 80);
+        assert_eq!(ht_meta_bytes(2), 32);
+    }
+}

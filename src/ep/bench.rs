@@ -286,7 +286,8 @@ impl<'c> Output<'c> {
             c.masked
         );
         t += &format!(
-            "# warmup iters: {} iters: {} validation: {} graph: {} device CTAs (SMs): {}\n",
+            "# warmup iters: {} iters: {} validation: {} graph: {} device CTAs (SMs): {}
+",
             c.warmup, c.iters, c.check, c.graph_launches, c.ctas
         );
         for g in &e.gpus {

@@ -115,14 +115,21 @@ pub fn grid(ctas: u32, smem: u32) -> LaunchConfig {
     LaunchConfig { grid_dim: (ctas.max(1), 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: smem }
 }
 
-/// Dynamic shared memory that keeps a kernel at one CTA per SM (more than half an SM's), so that
-/// `ctas` CTAs occupy exactly `ctas` SMs. Raises the kernel's limit to allow it.
-pub fn one_cta_per_sm(gpu: &Gpu, f: &CudaFunction) -> Result<u32> {
-    let per_sm =
-        gpu.ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?;
-    let smem = per_sm / 2 + 1024;
-    f.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)?;
-    Ok(smem as u32)
+/// Dynamic shared memory for a kernel that needs `need` bytes and must run one CTA per SM (more
+/// than half an SM's), so that `ctas` CTAs occupy exactly `ctas` SMs. Raises the kernel's limit.
+pub fn one_cta_per_sm(gpu: &Gpu, f: &CudaFunction, need: u32) -> Result<u32> {
+    use sys::CUdevice_attribute as A;
+    let per_sm = gpu.ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)? as u32;
+    let max = gpu.ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
+    let smem = need.max(per_sm / 2 + 1024);
+    if smem > max {
+        return Err(crate::error::Error::env(
+            format!("EP kernels need {smem} bytes of shared memory per CTA; this GPU allows {max}"),
+            "use fewer ranks per EP group or fewer experts per rank",
+        ));
+    }
+    f.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)?;
+    Ok(smem)
 }
 
 pub fn sm_count(gpu: &Gpu) -> Result<u32> {

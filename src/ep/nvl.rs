@@ -22,7 +22,9 @@ struct Kernel {
 impl Kernel {
     fn new(c: &Ctx, name: &str) -> Result<Kernel> {
         let f = c.gpu.function("ep", name)?;
-        let smem = one_cta_per_sm(c.gpu, &f)?;
+        // The LL kernels' per-expert prefix or per-source counts.
+        let a = c.args(c.max_tokens);
+        let smem = one_cta_per_sm(c.gpu, &f, 4 * (a.local + 2 * a.ranks + 2) as u32)?;
         Ok(Kernel { f, smem })
     }
 }
@@ -81,6 +83,11 @@ impl Nvl {
             return Ok(Err(format!(
                 "needs every rank in one NVLink (LSA) domain; the LSA team has {lsa} of {n} ranks (gin / hybrid go across nodes)"
             )));
+        }
+        match c.mode {
+            Mode::Ll if n > 32 => return Ok(Err(format!("LL packing keeps one source rank per lane; {n} ranks > 32"))),
+            Mode::Ht if n > 64 => return Ok(Err(format!("HT keeps a 64-bit rank mask per token; {n} ranks > 64"))),
+            _ => {}
         }
         let mut reqs = compat::requirements();
         reqs.lsaBarrierCount = 0;

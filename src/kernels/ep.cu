@@ -59,29 +59,104 @@ __device__ __forceinline__ uint32_t wait_tag(const uint64_t* p, uint32_t epoch) 
 }
 __device__ __forceinline__ uint64_t tag(uint32_t epoch, uint32_t v) { return (uint64_t(epoch) << 32) | v; }
 
-// A warp copies `bytes` (multiple of 16), four 16-byte loads in flight per lane. PEER: the
+// acc[0..8) += w x (8 BF16 values in u).
+__device__ __forceinline__ void accumulate8(float* acc, uint4 u, float w) {
+  const __nv_bfloat162* h = (const __nv_bfloat162*)&u;
+#pragma unroll
+  for (int q = 0; q < 4; q++) {
+    const float2 f = __bfloat1622float2(h[q]);
+    acc[2 * q] += w * f.x;
+    acc[2 * q + 1] += w * f.y;
+  }
+}
+__device__ __forceinline__ uint4 to_bf16x8(const float* acc) {
+  uint4 o;
+  __nv_bfloat162* q = (__nv_bfloat162*)&o;
+#pragma unroll
+  for (int j = 0; j < 4; j++) q[j] = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
+  return o;
+}
+
+// A warp copies `bytes` (multiple of 16), EP_UNROLL 16-byte loads in flight per lane. PEER: the
 // source is written by peers during this kernel (system-scope loads, no stale L1 lines);
 // otherwise it is read-only for the kernel (non-coherent path).
 template <bool PEER>
 __device__ __forceinline__ uint4 ld16(const uint4* p) {
   return PEER ? gb_ld_relaxed_sys_v4(p) : __ldg(p);
 }
+#define EP_UNROLL 8  // 16-byte loads in flight per lane
 template <bool PEER>
 __device__ __forceinline__ void warp_copy(void* dst, const void* src, int bytes, int lane) {
   const uint4* s = (const uint4*)src;
   uint4* d = (uint4*)dst;
   const int n = bytes / 16;
   int i = lane;
-  for (; i + 96 < n; i += 128) {
-    const uint4 a = ld16<PEER>(s + i), b = ld16<PEER>(s + i + 32), c = ld16<PEER>(s + i + 64),
-                e = ld16<PEER>(s + i + 96);
-    d[i] = a;
-    d[i + 32] = b;
-    d[i + 64] = c;
-    d[i + 96] = e;
+  for (; i + 32 * (EP_UNROLL - 1) < n; i += 32 * EP_UNROLL) {
+    uint4 v[EP_UNROLL];
+#pragma unroll
+    for (int u = 0; u < EP_UNROLL; u++) v[u] = ld16<PEER>(s + i + 32 * u);
+#pragma unroll
+    for (int u = 0; u < EP_UNROLL; u++) d[i + 32 * u] = v[u];
   }
   for (; i < n; i += 32) d[i] = ld16<PEER>(s + i);
 }
+
+// A warp sends one local row (`bytes`, multiple of 16) to up to 32 destinations: lane j holds
+// destination j (null: none). Each chunk (EP_UNROLL 16-byte loads per lane) is loaded once and
+// stored to every destination, so the row is read once and stores to different peers overlap.
+__device__ __forceinline__ void warp_send(uint8_t* my_dst, const void* src, int bytes, int lane) {
+  const uint4* s = (const uint4*)src;
+  const int n = bytes / 16;
+  const unsigned have = __ballot_sync(~0u, my_dst != nullptr);
+  if (!have) return;
+  for (int base = 0; base < n; base += 32 * EP_UNROLL) {
+    uint4 v[EP_UNROLL];
+#pragma unroll
+    for (int u = 0; u < EP_UNROLL; u++) {
+      const int i = base + 32 * u + lane;
+      if (i < n) v[u] = __ldg(s + i);
+    }
+    for (unsigned m = have; m; m &= m - 1) {
+      uint4* d = (uint4*)__shfl_sync(~0u, (unsigned long long)my_dst, __ffs(m) - 1);
+#pragma unroll
+      for (int u = 0; u < EP_UNROLL; u++) {
+        const int i = base + 32 * u + lane;
+        if (i < n) d[i] = v[u];
+      }
+    }
+  }
+}
+
+// Weighted sum of up to 32 BF16 rows into `out` (fp32 accumulation, BF16 result): lane j holds
+// source row j (null: none) and its weight. The warp covers vectors [v0, v0 + 32 x EP_RED) of
+// the row, EP_RED independent loads per lane and source, so that a few tokens still keep many
+// loads in flight (the reduction is latency-bound, not bandwidth-bound).
+#define EP_RED 4
+__device__ __forceinline__ void warp_reduce(__nv_bfloat16* out, const __nv_bfloat16* my_src, float my_w, int vecs,
+                                            int v0, int lane) {
+  float acc[EP_RED][8] = {};
+  for (unsigned m = __ballot_sync(~0u, my_src != nullptr); m; m &= m - 1) {
+    const int j = __ffs(m) - 1;
+    const uint4* p = (const uint4*)__shfl_sync(~0u, (unsigned long long)my_src, j);
+    const float wj = __shfl_sync(~0u, my_w, j);
+    uint4 u[EP_RED];
+#pragma unroll
+    for (int r = 0; r < EP_RED; r++) {
+      const int v = v0 + r * 32 + lane;
+      if (v < vecs) u[r] = p[v];
+    }
+#pragma unroll
+    for (int r = 0; r < EP_RED; r++)
+      if (v0 + r * 32 + lane < vecs) accumulate8(acc[r], u[r], wj);
+  }
+#pragma unroll
+  for (int r = 0; r < EP_RED; r++) {
+    const int v = v0 + r * 32 + lane;
+    if (v < vecs) ((uint4*)out)[v] = to_bf16x8(acc[r]);
+  }
+}
+// Work items of the reductions: (token, segment of 32 x EP_RED vectors).
+__device__ __forceinline__ int red_segments(int hidden) { return (hidden / 8 + 32 * EP_RED - 1) / (32 * EP_RED); }
 
 // Per-launch state of a kernel that signals peers: state[0] counts CTA arrivals over all
 // launches, state[1 + b] is CTA b's launch epoch (kept on the device, so CUDA graphs replay).
@@ -111,6 +186,7 @@ __device__ bool last_cta(uint32_t* state, uint32_t epoch) {
 
 __device__ __forceinline__ int warp_id() { return int((blockIdx.x * blockDim.x + threadIdx.x) >> 5); }
 __device__ __forceinline__ int warp_count() { return int((gridDim.x * blockDim.x) >> 5); }
+
 
 // ---------------------------------------------------------------------------------------------
 // Common
@@ -147,18 +223,21 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_ep_layout_chunks(const int* idx, EpArgs a, int* chunk_cnt, int* sel_local, int* tok_local) {
   extern __shared__ int cnt[];
   __shared__ int s_idx[EP_CHUNK * 16];
+  __shared__ unsigned long long s_mask[EP_CHUNK];  // ranks each token goes to (R <= 64 here)
   const int K = a.topk, R = a.ranks, keys = a.experts + R;
   const int chunks = (a.tokens + EP_CHUNK - 1) / EP_CHUNK;
-  auto goes = [&](int tt, int d) {
-    for (int k = 0; k < K; k++)
-      if (s_idx[tt * K + k] >= 0 && s_idx[tt * K + k] / a.local == d) return true;
-    return false;
-  };
   for (int c = blockIdx.x; c < chunks; c += gridDim.x) {
     const int t0 = c * EP_CHUNK, nt = min(EP_CHUNK, a.tokens - t0), nsel = nt * K;
     __syncthreads();
     for (int i = threadIdx.x; i < nsel; i += blockDim.x) s_idx[i] = idx[size_t(t0) * K + i];
     for (int i = threadIdx.x; i < keys; i += blockDim.x) cnt[i] = 0;
+    __syncthreads();
+    for (int tt = threadIdx.x; tt < nt; tt += blockDim.x) {
+      unsigned long long m = 0;
+      for (int k = 0; k < K; k++)
+        if (s_idx[tt * K + k] >= 0) m |= 1ull << (s_idx[tt * K + k] / a.local);
+      s_mask[tt] = m;
+    }
     __syncthreads();
     for (int i = threadIdx.x; i < nsel; i += blockDim.x) {
       const int e = s_idx[i];
@@ -173,9 +252,9 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     for (int i = threadIdx.x; i < nt * R; i += blockDim.x) {
       const int tt = i / R, d = i % R;
       int r = -1;
-      if (goes(tt, d)) {
+      if (d < 64 && (s_mask[tt] >> d & 1)) {
         r = 0;
-        for (int u = 0; u < tt; u++) r += goes(u, d);
+        for (int u = 0; u < tt; u++) r += int(s_mask[u] >> d & 1);
         atomicAdd(&cnt[a.experts + d], 1);
       }
       tok_local[size_t(t0 + tt) * R + d] = r;
@@ -185,28 +264,53 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   }
 }
 
-// Pass 2 (one CTA): each chunk's base per key, totals per key, and each expert's first row in
-// expert order (expert_off[E] = all selections).
+// Pass 2 (one CTA): each chunk's base per key (a warp per key scans the chunks 32 at a time),
+// totals per key, and each expert's first row in expert order (expert_off[E] = all selections).
 extern "C" __global__ void gb_ep_layout_scan(const int* chunk_cnt, EpArgs a, int* chunk_base, int* totals,
                                              int* expert_off) {
   const int keys = a.experts + a.ranks, chunks = (a.tokens + EP_CHUNK - 1) / EP_CHUNK;
-  for (int key = threadIdx.x; key < keys; key += blockDim.x) {
+  const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  for (int key = threadIdx.x >> 5; key < keys; key += warps) {
     int run = 0;
-    for (int c = 0; c < chunks; c++) {
-      chunk_base[size_t(c) * keys + key] = run;
-      run += chunk_cnt[size_t(c) * keys + key];
+    for (int c0 = 0; c0 < chunks; c0 += 32) {
+      const int c = c0 + lane;
+      const int v = c < chunks ? chunk_cnt[size_t(c) * keys + key] : 0;
+      int incl = v;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int u = __shfl_up_sync(~0u, incl, o);
+        if (lane >= o) incl += u;
+      }
+      if (c < chunks) chunk_base[size_t(c) * keys + key] = run + incl - v;
+      run += __shfl_sync(~0u, incl, 31);
     }
-    totals[key] = run;
+    if (lane == 0) totals[key] = run;
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int run = 0;
-    for (int e = 0; e < a.experts; e++) {
-      expert_off[e] = run;
-      run += totals[e];
+  // Exclusive prefix of the expert totals, 1024 at a time: per-warp scans, then warp sums.
+  __shared__ int warp_sum[32];
+  __shared__ int carry;
+  if (threadIdx.x == 0) carry = 0;
+  for (int e0 = 0; e0 < a.experts; e0 += blockDim.x) {
+    const int e = e0 + threadIdx.x;
+    const int v = e < a.experts ? totals[e] : 0;
+    int incl = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int u = __shfl_up_sync(~0u, incl, o);
+      if (lane >= o) incl += u;
     }
-    expert_off[a.experts] = run;
+    __syncthreads();
+    if (lane == 31) warp_sum[threadIdx.x >> 5] = incl;
+    __syncthreads();
+    int before = carry;
+    for (int w = 0; w < int(threadIdx.x >> 5); w++) before += warp_sum[w];
+    if (e < a.experts) expert_off[e] = before + incl - v;
+    __syncthreads();
+    if (threadIdx.x == blockDim.x - 1) carry = before + incl;
   }
+  __syncthreads();
+  if (threadIdx.x == 0) expert_off[a.experts] = carry;
 }
 
 // Row of selection (t, k) of expert e in expert order.
@@ -304,33 +408,18 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   }
 }
 
-// A thread per (token, 8 channels): weighted sum of the token's expert outputs, fp32 -> BF16.
+// Weighted sum of each token's expert outputs; work items (token, segment) as in warp_reduce.
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_ep_unpermute(EpArgs a, const int* idx, const float* w, const int* sel_local, const int* chunk_base,
                     const int* expert_off, const __nv_bfloat16* y, __nv_bfloat16* out) {
-  const int vecs = a.hidden / 8;
-  for (size_t i = gb_tid(); i < size_t(a.tokens) * vecs; i += gb_nthreads()) {
-    const int t = int(i / vecs), v = int(i % vecs);
-    float acc[8] = {};
-    for (int k = 0; k < a.topk; k++) {
-      const int e = idx[t * a.topk + k];
-      if (e < 0) continue;
-      const size_t r = expert_row(a, t, k, e, sel_local, chunk_base, expert_off);
-      const uint4 u = __ldg((const uint4*)(y + r * a.hidden) + v);
-      const __nv_bfloat162* p = (const __nv_bfloat162*)&u;
-      const float wk = w[t * a.topk + k];
-#pragma unroll
-      for (int j = 0; j < 4; j++) {
-        const float2 f = __bfloat1622float2(p[j]);
-        acc[2 * j] += wk * f.x;
-        acc[2 * j + 1] += wk * f.y;
-      }
-    }
-    uint4 o;
-    __nv_bfloat162* q = (__nv_bfloat162*)&o;
-#pragma unroll
-    for (int j = 0; j < 4; j++) q[j] = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
-    ((uint4*)(out + size_t(t) * a.hidden))[v] = o;
+  const int lane = threadIdx.x & 31, segs = red_segments(a.hidden);
+  for (int item = warp_id(); item < a.tokens * segs; item += warp_count()) {
+    const int t = item / segs, seg = item % segs;
+    const int e = lane < a.topk ? idx[t * a.topk + lane] : -1;
+    const __nv_bfloat16* src =
+        e >= 0 ? y + expert_row(a, t, lane, e, sel_local, chunk_base, expert_off) * a.hidden : nullptr;
+    warp_reduce(out + size_t(t) * a.hidden, src, e >= 0 ? w[t * a.topk + lane] : 0.f, a.hidden / 8,
+                seg * 32 * EP_RED, lane);
   }
 }
 
@@ -347,10 +436,9 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 // last CTA publishes the per-expert counts; then CTAs pack each local expert's segments in
 // source order into out [L][R*maxT][row] with descriptors, counts and (begin, count) ranges.
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
-    gb_ep_ll_dispatch(EpArgs a, const int* idx, const uint8_t* x, ncclWindow_t stage, ncclWindow_t ctrl,
+    gb_ep_ll_dispatch(EpArgs a, const int* idx, const uint8_t* x, ncclWindow_t stage_win, ncclWindow_t ctrl,
                       size_t counts_off, uint32_t* state, uint32_t* sent, uint8_t* out, uint32_t* src_info,
                       int* recv_count, int2* ranges, ncclDevComm dc) {
-  extern __shared__ int smem[];  // [R] counts, [R + 1] begins
   const uint32_t epoch = begin_epoch(state), par = epoch & 1;
   const int lane = threadIdx.x & 31, L = a.local, R = a.ranks;
   const size_t slot = 16 + size_t(a.row), seg = size_t(a.max_tokens) * slot;
@@ -361,12 +449,14 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     const int e = idx[s];
     if (e < 0) continue;
     const int t = s / a.topk, k = s % a.topk;
-    int n = 0;
-    if (lane == 0) n = int(atomicAdd(&sent[e], 1u));
-    n = __shfl_sync(~0u, n, 0);
-    uint8_t* dst = (uint8_t*)ncclGetLsaPointer(stage, seg_off(e % L, a.rank) + n * slot, e / L);
-    if (lane == 0) *(uint4*)dst = make_uint4(gb_ep_desc(a.rank, t, k), 0, 0, 0);
-    warp_copy<false>(dst + 16, x + size_t(t) * a.row, a.row, lane);
+    uint8_t* dst = nullptr;
+    if (lane == 0) {
+      const uint32_t n = atomicAdd(&sent[e], 1u);
+      dst = (uint8_t*)ncclGetLsaPointer(stage_win, seg_off(e % L, a.rank) + n * slot, e / L);
+      *(uint4*)dst = make_uint4(gb_ep_desc(a.rank, t, k), 0, 0, 0);
+      dst += 16;
+    }
+    warp_send(dst, x + size_t(t) * a.row, a.row, lane);
   }
   if (last_cta(state, epoch)) {
     for (int e = threadIdx.x; e < a.experts; e += blockDim.x) {
@@ -376,30 +466,30 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     }
   }
 
-  int* cnt = smem;
-  int* begin = smem + R;
-  const int wib = threadIdx.x >> 5, wpb = blockDim.x >> 5;
+  // Pack: the warps split into groups of L (one warp per local expert per group; fewer warps
+  // than experts loop); each warp waits for its expert's counts (lane j: source j, R <= 32),
+  // builds the source prefix with shuffles, and copies every group-th row. No CTA-wide
+  // synchronization.
+  const int groups = max(1, warp_count() / L);
   const size_t cap = size_t(R) * a.max_tokens;
-  for (int le = blockIdx.x; le < L; le += gridDim.x) {
-    __syncthreads();
-    for (int src = threadIdx.x; src < R; src += blockDim.x)
-      cnt[src] = int(wait_tag((const uint64_t*)ncclGetLocalPointer(ctrl, count_off(le, src)), epoch));
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      int run = 0;
-      for (int src = 0; src < R; src++) {
-        begin[src] = run;
-        ranges[le * R + src] = make_int2(run, cnt[src]);
-        run += cnt[src];
-      }
-      begin[R] = run;
-      recv_count[le] = run;
+  for (int w = warp_id(); w < groups * L; w += warp_count()) {
+    const int le = w % L, g = w / L;
+    const int n = lane < R ? int(wait_tag((const uint64_t*)ncclGetLocalPointer(ctrl, count_off(le, lane)), epoch)) : 0;
+    int incl = n;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int u = __shfl_up_sync(~0u, incl, o);
+      if (lane >= o) incl += u;
     }
-    __syncthreads();
-    for (int i = wib; i < begin[R]; i += wpb) {
-      int src = 0;
-      while (i >= begin[src + 1]) src++;
-      const uint8_t* from = (const uint8_t*)ncclGetLocalPointer(stage, seg_off(le, src) + (i - begin[src]) * slot);
+    const int total = __shfl_sync(~0u, incl, 31), begin = incl - n;
+    if (g == 0 && lane < R) ranges[le * R + lane] = make_int2(begin, n);
+    if (g == 0 && lane == 0) recv_count[le] = total;
+    for (int i = g; i < total; i += groups) {
+      int src = 0;  // the source whose segment holds row i: last lane with begin <= i
+      for (int j = 1; j < R; j++) src += __shfl_sync(~0u, begin, j) <= i;
+      const int first = __shfl_sync(~0u, begin, src);
+      const uint8_t* from =
+          (const uint8_t*)ncclGetLocalPointer(stage_win, seg_off(le, src) + size_t(i - first) * slot);
       const size_t r = le * cap + i;
       if (lane == 0) src_info[r] = gb_ld_relaxed_sys_v4((const uint4*)from).x;
       warp_copy<true>(out + r * a.row, from + 16, a.row, lane);
@@ -421,13 +511,20 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   const size_t rowb = 2 * size_t(H), cap = size_t(R) * a.max_tokens;
   auto slot_off = [&](int k, int t) { return ((size_t(par) * a.topk + k) * a.max_tokens + t) * rowb; };
   int* pre = smem;
-  if (threadIdx.x == 0) {
+  if (threadIdx.x < 32) {  // exclusive prefix of the rows per local expert, 32 at a time
     int run = 0;
-    for (int le = 0; le < L; le++) {
-      pre[le] = run;
-      run += recv_count[le];
+    for (int l0 = 0; l0 < L; l0 += 32) {
+      const int n = l0 + lane < L ? recv_count[l0 + lane] : 0;
+      int incl = n;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int u = __shfl_up_sync(~0u, incl, o);
+        if (lane >= o) incl += u;
+      }
+      if (l0 + lane < L) pre[l0 + lane] = run + incl - n;
+      run += __shfl_sync(~0u, incl, 31);
     }
-    pre[L] = run;
+    if (lane == 0) pre[L] = run;
   }
   __syncthreads();
   for (int g = warp_id(); g < pre[L]; g += warp_count()) {
@@ -439,8 +536,8 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     }
     const size_t r = lo * cap + (g - pre[lo]);
     const uint32_t d = src_info[r];
-    void* dst = ncclGetLsaPointer(cbuf, slot_off(d & 0xf, (d >> 4) & 0xffff), d >> 20);
-    warp_copy<false>(dst, y + r * H, int(rowb), lane);
+    uint8_t* dst = lane == 0 ? (uint8_t*)ncclGetLsaPointer(cbuf, slot_off(d & 0xf, (d >> 4) & 0xffff), d >> 20) : nullptr;
+    warp_send(dst, y + r * H, int(rowb), lane);
   }
   auto flag_off = [&](int src) { return flags_off + (size_t(par) * R + src) * 8; };
   if (last_cta(state, epoch))
@@ -450,28 +547,13 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     wait_tag((const uint64_t*)ncclGetLocalPointer(ctrl, flag_off(src)), epoch);
   __syncthreads();
 
-  const int vecs = H / 8;
   const __nv_bfloat16* slots = (const __nv_bfloat16*)ncclGetLocalPointer(cbuf, 0);
-  for (size_t i = gb_tid(); i < size_t(a.tokens) * vecs; i += gb_nthreads()) {
-    const int t = int(i / vecs), v = int(i % vecs);
-    float acc[8] = {};
-    for (int k = 0; k < a.topk; k++) {
-      if (idx[t * a.topk + k] < 0) continue;
-      const uint4 u = gb_ld_relaxed_sys_v4((const uint4*)(slots + slot_off(k, t) / 2) + v);
-      const __nv_bfloat162* p = (const __nv_bfloat162*)&u;
-      const float wk = w[t * a.topk + k];
-#pragma unroll
-      for (int j = 0; j < 4; j++) {
-        const float2 f = __bfloat1622float2(p[j]);
-        acc[2 * j] += wk * f.x;
-        acc[2 * j + 1] += wk * f.y;
-      }
-    }
-    uint4 o;
-    __nv_bfloat162* q = (__nv_bfloat162*)&o;
-#pragma unroll
-    for (int j = 0; j < 4; j++) q[j] = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
-    ((uint4*)(out + size_t(t) * H))[v] = o;
+  const int segs = red_segments(H);
+  for (int item = warp_id(); item < a.tokens * segs; item += warp_count()) {
+    const int t = item / segs, seg = item % segs;
+    const bool valid = lane < a.topk && idx[t * a.topk + lane] >= 0;
+    warp_reduce(out + size_t(t) * H, valid ? slots + slot_off(lane, t) / 2 : nullptr,
+                valid ? w[t * a.topk + lane] : 0.f, H / 8, seg * 32 * EP_RED, lane);
   }
   end_epoch(state, epoch);
 }
@@ -522,8 +604,8 @@ extern "C" __global__ void gb_ep_ht_notify(EpArgs a, const int* totals, ncclWind
   }
 }
 
-// Dispatch: a warp per token writes it once to every rank holding one of its experts, at the
-// row the layout and the notify gave, with its metadata; the last CTA flags every rank and waits
+// Dispatch: a warp per token writes it to every rank holding one of its experts (read once,
+// stored to all), at the row the layout and the notify gave, with its metadata; the last CTA flags every rank and waits
 // for every rank's flag, so the kernel ends when this rank has received everything.
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_ep_ht_dispatch(EpArgs a, const int* idx, const float* w, const uint8_t* x, const int* tok_local,
@@ -532,20 +614,25 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   const uint32_t epoch = begin_epoch(state), par = epoch & 1;
   const int lane = threadIdx.x & 31, R = a.ranks, K = a.topk, keys = a.experts + R;
   for (int t = warp_id(); t < a.tokens; t += warp_count()) {
-    for (int i = 0; i < R; i++) {
-      const int d = (a.rank + 1 + i) % R;  // peers first, this rank last
-      const int p = tok_local[size_t(t) * R + d];
-      if (p < 0) continue;
-      const size_t r = size_t(offs[d]) + chunk_base[size_t(t / EP_CHUNK) * keys + a.experts + d] + p;
-      warp_copy<false>(ncclGetLsaPointer(recv, r * a.row, d), x + size_t(t) * a.row, a.row, lane);
-      uint8_t* meta = (uint8_t*)ncclGetLsaPointer(recv, meta_off + r * meta_bytes, d);
-      if (lane == 0) *(uint32_t*)meta = gb_ep_desc(a.rank, t, 0);
-      if (lane < K) {
-        const int e = idx[t * K + lane];
-        const bool here = e >= 0 && e / a.local == d;
-        ((int*)(meta + 4))[lane] = here ? e % a.local : -1;
-        ((float*)(meta + 4 + 4 * K))[lane] = here ? w[t * K + lane] : 0.f;
+    // Destinations in groups of 32, lane j holding destination d0 + j: the row is read once
+    // per group and written to all of them.
+    for (int d0 = 0; d0 < R; d0 += 32) {
+      const int d = d0 + lane;
+      uint8_t* dst = nullptr;
+      const int p = d < R ? tok_local[size_t(t) * R + d] : -1;
+      if (p >= 0) {
+        const size_t r = size_t(offs[d]) + chunk_base[size_t(t / EP_CHUNK) * keys + a.experts + d] + p;
+        dst = (uint8_t*)ncclGetLsaPointer(recv, r * a.row, d);
+        uint8_t* meta = (uint8_t*)ncclGetLsaPointer(recv, meta_off + r * meta_bytes, d);
+        *(uint32_t*)meta = gb_ep_desc(a.rank, t, 0);
+        for (int k = 0; k < K; k++) {
+          const int e = idx[t * K + k];
+          const bool here = e >= 0 && e / a.local == d;
+          ((int*)(meta + 4))[k] = here ? e % a.local : -1;
+          ((float*)(meta + 4 + 4 * K))[k] = here ? w[t * K + k] : 0.f;
+        }
       }
+      warp_send(dst, x + size_t(t) * a.row, a.row, lane);
     }
   }
   auto flag_off = [&](int src) { return flags_off + (size_t(par) * R + src) * 8; };
@@ -572,8 +659,8 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   const int nrecv = offs[R];
   for (int r = warp_id(); r < nrecv; r += warp_count()) {
     const uint32_t d = *(const uint32_t*)(meta + size_t(r) * meta_bytes);
-    warp_copy<false>(ncclGetLsaPointer(cbuf, slot_off(a.rank, (d >> 4) & 0xffff), d >> 20), y + size_t(r) * H,
-                     int(rowb), lane);
+    uint8_t* dst = lane == 0 ? (uint8_t*)ncclGetLsaPointer(cbuf, slot_off(a.rank, (d >> 4) & 0xffff), d >> 20) : nullptr;
+    warp_send(dst, y + size_t(r) * H, int(rowb), lane);
   }
   auto flag_off = [&](int src) { return flags_off + (size_t(par) * R + src) * 8; };
   if (last_cta(state, epoch))
@@ -583,32 +670,20 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     wait_tag((const uint64_t*)ncclGetLocalPointer(ctrl, flag_off(src)), epoch);
   __syncthreads();
 
-  const int vecs = H / 8;
   const __nv_bfloat16* slots = (const __nv_bfloat16*)ncclGetLocalPointer(cbuf, 0);
-  for (size_t i = gb_tid(); i < size_t(a.tokens) * vecs; i += gb_nthreads()) {
-    const int t = int(i / vecs), v = int(i % vecs);
-    float acc[8] = {};
-    for (int k = 0; k < a.topk; k++) {
-      const int e = idx[t * a.topk + k];
-      if (e < 0) continue;
-      const int d = e / a.local;
-      bool first = true;  // each destination rank once
-      for (int j = 0; j < k; j++) first &= !(idx[t * a.topk + j] >= 0 && idx[t * a.topk + j] / a.local == d);
-      if (!first) continue;
-      const uint4 u = gb_ld_relaxed_sys_v4((const uint4*)(slots + slot_off(d, t) / 2) + v);
-      const __nv_bfloat162* p = (const __nv_bfloat162*)&u;
-#pragma unroll
-      for (int j = 0; j < 4; j++) {
-        const float2 f = __bfloat1622float2(p[j]);
-        acc[2 * j] += f.x;
-        acc[2 * j + 1] += f.y;
-      }
+  const int segs = red_segments(H);
+  for (int item = warp_id(); item < a.tokens * segs; item += warp_count()) {
+    const int t = item / segs, seg = item % segs;
+    // Lane k holds rank d of selection k, unless an earlier selection already named d.
+    const int e = lane < a.topk ? idx[t * a.topk + lane] : -1;
+    const int d = e >= 0 ? e / a.local : -1;
+    bool first = d >= 0;
+    for (int j = 0; j < a.topk; j++) {
+      const int dj = __shfl_sync(~0u, d, j);
+      first &= !(j < lane && dj == d);
     }
-    uint4 o;
-    __nv_bfloat162* q = (__nv_bfloat162*)&o;
-#pragma unroll
-    for (int j = 0; j < 4; j++) q[j] = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
-    ((uint4*)(out + size_t(t) * H))[v] = o;
+    warp_reduce(out + size_t(t) * H, first ? slots + slot_off(d, t) / 2 : nullptr, 1.f, H / 8, seg * 32 * EP_RED,
+                lane);
   }
   end_epoch(state, epoch);
 }

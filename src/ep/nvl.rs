@@ -128,7 +128,7 @@ impl Nvl {
                     dispatch: Kernel::new(c, "gb_ep_ht_dispatch")?,
                     combine: Kernel::new(c, "gb_ep_ht_combine")?,
                     nstate: Buf::zeros(c.gpu, 4)?,
-                    offs: Buf::zeros(c.gpu, 4 * (r + 1))?,
+                    offs: Buf::zeros(c.gpu, 4 * (2 * r + 2))?,
                     recv_per_expert: Buf::zeros(c.gpu, 4 * l)?,
                 },
                 r * t,

@@ -568,7 +568,8 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 
 // Notify (one CTA): every rank sends its tokens-per-rank row and, to each rank, its counts for
 // that rank's experts; all wait for everyone's, then derive this rank's first row in every
-// destination (offs[d]), its received rows (offs[R]) and rows per local expert.
+// destination (offs[d]), its received rows (offs[R]), the first received row per source
+// (offs[R + 1 + s], offs[2R + 1] = all) and rows per local expert.
 extern "C" __global__ void gb_ep_ht_notify(EpArgs a, const int* totals, ncclWindow_t ctrl, size_t mat_off,
                                            uint32_t* state, int* offs, int* recv_per_expert, ncclDevComm dc) {
   extern __shared__ int m[];  // [R][R + L]
@@ -596,10 +597,13 @@ extern "C" __global__ void gb_ep_ht_notify(EpArgs a, const int* totals, ncclWind
     for (int s = 0; s < R; s++) n += m[s * W + R + j];
     recv_per_expert[j] = n;
   }
-  if (threadIdx.x == 0) {
+  if (threadIdx.x == 0) {  // first received row per source (rows arrive in source order)
     int n = 0;
-    for (int s = 0; s < R; s++) n += m[s * W + a.rank];
-    offs[R] = n;
+    for (int s = 0; s < R; s++) {
+      offs[R + 1 + s] = n;
+      n += m[s * W + a.rank];
+    }
+    offs[R] = offs[2 * R + 1] = n;
     state[0] = epoch;
   }
 }
@@ -656,8 +660,15 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   const int lane = threadIdx.x & 31, R = a.ranks, H = a.hidden;
   const size_t rowb = 2 * size_t(H);
   auto slot_off = [&](int src, int t) { return ((size_t(par) * R + src) * a.max_tokens + t) * rowb; };
-  const int nrecv = offs[R];
-  for (int r = warp_id(); r < nrecv; r += warp_count()) {
+  // Rows go back to their sources. Received rows are grouped by source, so walking them in order
+  // would have every rank send to the same rank at once (incast); item i goes to source
+  // (i + rank) % R instead, so at any moment the ranks' destinations differ.
+  const int* first = offs + R + 1;
+  int most = 0;
+  for (int s = 0; s < R; s++) most = max(most, first[s + 1] - first[s]);
+  for (int item = warp_id(); item < most * R; item += warp_count()) {
+    const int src = (item + a.rank) % R, r = first[src] + item / R;
+    if (r >= first[src + 1]) continue;
     const uint32_t d = *(const uint32_t*)(meta + size_t(r) * meta_bytes);
     uint8_t* dst = lane == 0 ? (uint8_t*)ncclGetLsaPointer(cbuf, slot_off(a.rank, (d >> 4) & 0xffff), d >> 20) : nullptr;
     warp_send(dst, y + size_t(r) * H, int(rowb), lane);

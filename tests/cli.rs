@@ -103,3 +103,48 @@ fn nccl_found_and_matching_when_the_toolchain_has_one() {
     assert_eq!(v["nccl"]["library"], v["nccl"]["header"], "{}", String::from_utf8_lossy(&o.stdout));
     assert!(v["nccl"]["path"].as_str().unwrap().ends_with("libnccl.so.2"));
 }
+
+const EP: &str = env!("CARGO_BIN_EXE_ep_perf");
+
+#[test]
+fn ep_perf_bad_input_is_one_line_and_exit_6() {
+    for (args, needle) in [
+        (vec!["--mode", "turbo"], "unknown mode 'turbo'"),
+        (vec!["--preset", "gpt-5"], "unknown preset 'gpt-5'"),
+        (vec!["--hidden", "1000"], "multiple of 128"),
+        (vec!["-b", "0"], "tokens per rank"),
+        (vec!["-d", "int4"], "unknown dispatch dtype"),
+        (vec!["--routing", "zipf:-1"], "bad routing"),
+        (vec!["-D", "deepep"], "unknown implementation 'deepep'"),
+        (vec!["--bogus"], "--bogus"),
+    ] {
+        let o = run(EP, &args, &[]);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(6), "{args:?}: {e}");
+        assert!(e.contains(needle), "{args:?}: {e}");
+        assert!(e.starts_with("ep_perf: error: "), "{args:?}: {e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "{args:?}: {e}");
+    }
+}
+
+#[test]
+fn ep_perf_help_and_lists() {
+    let o = run(EP, &["--help"], &[]);
+    assert_eq!(o.status.code(), Some(0));
+    let h = String::from_utf8_lossy(&o.stdout);
+    for f in
+        ["--mode", "--preset", "--hidden", "--topk", "--experts", "--routing", "--masked", "--seed", "-b", "-e", "-d"]
+    {
+        assert!(h.contains(f), "--help lacks {f}");
+    }
+    assert!(h.contains("Exit codes"));
+    let o = run(EP, &["--list-impls"], &[]);
+    let l = String::from_utf8_lossy(&o.stdout);
+    for i in ["host", "nvl", "gin", "hybrid", "gin-emu", "hybrid-emu", "deepseek-v3", "qwen3-30b-a3b", "mixtral"] {
+        assert!(l.contains(i), "{l}");
+    }
+    if no_gpu() {
+        let o = run(EP, &[], &[]);
+        assert_eq!(o.status.code(), Some(8), "{}", stderr(&o));
+    }
+}

@@ -8,7 +8,7 @@ use crate::harness::check::Checker;
 use crate::harness::{self, sizes, stats, watchdog, LoopParams};
 use crate::nccl::{self, Comm, DevMem, Registration};
 use crate::report::schema::{self, Env, Gpu as GpuInfo, NcclInfo, Row, Run, Summary, Tool};
-use crate::report::{csv, json, table};
+use crate::report::{self, table};
 use std::io::Write;
 
 const PROG: &str = "alltoall_perf";
@@ -509,17 +509,10 @@ impl<'c> Output<'c> {
                 m.insert("error".into(), e.to_string().into());
             }
         }
-        match &self.cfg.json {
-            Some(_) if self.json_stdout => print!("{}", json::to_string(&self.run)),
-            Some(p) => {
-                json::write(p, &self.run).map_err(|e| Error::internal(format!("writing {}: {e}", p.display())))?;
-                self.emit(&format!("# Wrote JSON to {}\n", p.display()));
-            }
-            None => {}
-        }
-        if let Some(p) = &self.cfg.csv {
-            csv::write(p, &self.run.rows).map_err(|e| Error::internal(format!("writing {}: {e}", p.display())))?;
-            self.emit(&format!("# Wrote CSV to {}\n", p.display()));
+        for line in report::write_outputs(&self.run, self.cfg.json.as_deref(), self.cfg.csv.as_deref())
+            .map_err(Error::internal)?
+        {
+            self.emit(&line);
         }
         Ok(())
     }

@@ -13,7 +13,7 @@ use crate::error::{Error, Exit, Result};
 use crate::harness::{self, stats, watchdog, LoopParams};
 use crate::nccl::{self, Comm};
 use crate::report::schema::{self, Env, Row, Run, Summary, Tool};
-use crate::report::{csv, json, table};
+use crate::report::{self, table};
 use std::io::Write;
 
 const PROG: &str = "ep_perf";
@@ -405,17 +405,10 @@ impl<'c> Output<'c> {
         if let (Some(e), serde_json::Value::Object(m)) = (error, &mut self.run.config) {
             m.insert("error".into(), e.to_string().into());
         }
-        match &self.cfg.json {
-            Some(_) if self.json_stdout => print!("{}", json::to_string(&self.run)),
-            Some(p) => {
-                json::write(p, &self.run).map_err(|e| Error::internal(format!("writing {}: {e}", p.display())))?;
-                self.emit(&format!("# Wrote JSON to {}\n", p.display()));
-            }
-            None => {}
-        }
-        if let Some(p) = &self.cfg.csv {
-            csv::write(p, &self.run.rows).map_err(|e| Error::internal(format!("writing {}: {e}", p.display())))?;
-            self.emit(&format!("# Wrote CSV to {}\n", p.display()));
+        for line in report::write_outputs(&self.run, self.cfg.json.as_deref(), self.cfg.csv.as_deref())
+            .map_err(Error::internal)?
+        {
+            self.emit(&line);
         }
         Ok(())
     }

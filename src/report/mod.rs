@@ -30,3 +30,22 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     }
     res
 }
+
+/// Write a finished run where the flags asked: JSON to `json` (`-` = stdout) and the rows as CSV
+/// to `csv`, each atomically. Returns the lines to show under the table.
+pub fn write_outputs(run: &schema::Run, json: Option<&Path>, csv: Option<&Path>) -> Result<Vec<String>, String> {
+    let mut shown = vec![];
+    match json {
+        Some(p) if p == Path::new("-") => print!("{}", json::to_string(run)),
+        Some(p) => {
+            json::write(p, run).map_err(|e| format!("writing {}: {e}", p.display()))?;
+            shown.push(format!("# Wrote JSON to {}\n", p.display()));
+        }
+        None => {}
+    }
+    if let Some(p) = csv {
+        csv::write(p, &run.rows).map_err(|e| format!("writing {}: {e}", p.display()))?;
+        shown.push(format!("# Wrote CSV to {}\n", p.display()));
+    }
+    Ok(shown)
+}

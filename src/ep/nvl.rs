@@ -72,9 +72,6 @@ pub struct Nvl {
     dev: DevComm,
 }
 
-/// Offsets in the control window.
-const LL_COUNTS: usize = 0;
-
 impl Nvl {
     /// Collective. Skips (inner Err) unless every rank is in one LSA team.
     pub fn new(c: &Ctx) -> Result<std::result::Result<Nvl, String>> {
@@ -146,11 +143,12 @@ impl Nvl {
         }))
     }
 
+    /// Offsets of the control window's regions (its size is set in `new`).
     fn ctrl_offsets(&self, a: &Args) -> (usize, usize, usize) {
         let (l, r) = (a.local as usize, a.ranks as usize);
         match self.mode {
             // LL: counts, then combine flags.
-            Mode::Ll => (LL_COUNTS, 2 * l * r * 8, 0),
+            Mode::Ll => (0, 2 * l * r * 8, 0),
             // HT: count matrix, dispatch flags, combine flags.
             Mode::Ht => {
                 let mat = 2 * r * (r + l) * 8;

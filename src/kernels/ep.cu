@@ -184,6 +184,23 @@ __device__ bool last_cta(uint32_t* state, uint32_t epoch) {
   return s_last;
 }
 
+// Flags at `flags_off` in the control window: [2][R] u64, one per source rank per parity.
+// Called by every CTA once its stores to peers are issued: the last CTA flags every rank; then
+// every CTA (every_cta) or the last one alone waits for every rank's flag, so what the peers
+// stored is visible to it afterwards.
+__device__ void flag_all_then_wait(const EpArgs& a, ncclWindow_t ctrl, size_t flags_off, uint32_t* state,
+                                   uint32_t epoch, bool every_cta) {
+  auto flag_off = [&](int src) { return flags_off + (size_t(epoch & 1) * a.ranks + src) * 8; };
+  const bool last = last_cta(state, epoch);
+  if (last)
+    for (int d = threadIdx.x; d < a.ranks; d += blockDim.x)
+      st_release_sys_u64((uint64_t*)ncclGetLsaPointer(ctrl, flag_off(a.rank), d), tag(epoch, 1));
+  if (last || every_cta)
+    for (int src = threadIdx.x; src < a.ranks; src += blockDim.x)
+      wait_tag((const uint64_t*)ncclGetLocalPointer(ctrl, flag_off(src)), epoch);
+  __syncthreads();
+}
+
 __device__ __forceinline__ int warp_id() { return int((blockIdx.x * blockDim.x + threadIdx.x) >> 5); }
 __device__ __forceinline__ int warp_count() { return int((gridDim.x * blockDim.x) >> 5); }
 
@@ -539,13 +556,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     uint8_t* dst = lane == 0 ? (uint8_t*)ncclGetLsaPointer(cbuf, slot_off(d & 0xf, (d >> 4) & 0xffff), d >> 20) : nullptr;
     warp_send(dst, y + r * H, int(rowb), lane);
   }
-  auto flag_off = [&](int src) { return flags_off + (size_t(par) * R + src) * 8; };
-  if (last_cta(state, epoch))
-    for (int d = threadIdx.x; d < R; d += blockDim.x)
-      st_release_sys_u64((uint64_t*)ncclGetLsaPointer(ctrl, flag_off(a.rank), d), tag(epoch, 1));
-  for (int src = threadIdx.x; src < R; src += blockDim.x)
-    wait_tag((const uint64_t*)ncclGetLocalPointer(ctrl, flag_off(src)), epoch);
-  __syncthreads();
+  flag_all_then_wait(a, ctrl, flags_off, state, epoch, true);
 
   const __nv_bfloat16* slots = (const __nv_bfloat16*)ncclGetLocalPointer(cbuf, 0);
   const int segs = red_segments(H);
@@ -615,7 +626,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_ep_ht_dispatch(EpArgs a, const int* idx, const float* w, const uint8_t* x, const int* tok_local,
                       const int* chunk_base, const int* offs, ncclWindow_t recv, size_t meta_off, int meta_bytes,
                       ncclWindow_t ctrl, size_t flags_off, uint32_t* state, ncclDevComm dc) {
-  const uint32_t epoch = begin_epoch(state), par = epoch & 1;
+  const uint32_t epoch = begin_epoch(state);
   const int lane = threadIdx.x & 31, R = a.ranks, K = a.topk, keys = a.experts + R;
   for (int t = warp_id(); t < a.tokens; t += warp_count()) {
     // Destinations in groups of 32, lane j holding destination d0 + j: the row is read once
@@ -639,13 +650,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
       warp_send(dst, x + size_t(t) * a.row, a.row, lane);
     }
   }
-  auto flag_off = [&](int src) { return flags_off + (size_t(par) * R + src) * 8; };
-  if (last_cta(state, epoch)) {
-    for (int d = threadIdx.x; d < R; d += blockDim.x)
-      st_release_sys_u64((uint64_t*)ncclGetLsaPointer(ctrl, flag_off(a.rank), d), tag(epoch, 1));
-    for (int src = threadIdx.x; src < R; src += blockDim.x)
-      wait_tag((const uint64_t*)ncclGetLocalPointer(ctrl, flag_off(src)), epoch);
-  }
+  flag_all_then_wait(a, ctrl, flags_off, state, epoch, false);
   end_epoch(state, epoch);
 }
 
@@ -673,13 +678,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     uint8_t* dst = lane == 0 ? (uint8_t*)ncclGetLsaPointer(cbuf, slot_off(a.rank, (d >> 4) & 0xffff), d >> 20) : nullptr;
     warp_send(dst, y + size_t(r) * H, int(rowb), lane);
   }
-  auto flag_off = [&](int src) { return flags_off + (size_t(par) * R + src) * 8; };
-  if (last_cta(state, epoch))
-    for (int d = threadIdx.x; d < R; d += blockDim.x)
-      st_release_sys_u64((uint64_t*)ncclGetLsaPointer(ctrl, flag_off(a.rank), d), tag(epoch, 1));
-  for (int src = threadIdx.x; src < R; src += blockDim.x)
-    wait_tag((const uint64_t*)ncclGetLocalPointer(ctrl, flag_off(src)), epoch);
-  __syncthreads();
+  flag_all_then_wait(a, ctrl, flags_off, state, epoch, true);
 
   const __nv_bfloat16* slots = (const __nv_bfloat16*)ncclGetLocalPointer(cbuf, 0);
   const int segs = red_segments(H);

@@ -1,6 +1,6 @@
-//! What the machine is: network devices, relevant variables, GIN hints. Shared by `ginbench env`
-//! and the `env` object of every results file.
-use crate::report::schema::{Gin, NetDevice, Network};
+//! What the machine is: network devices, relevant variables, GIN hints, and the `env` object of
+//! every results file. Shared by `ginbench env` and the benchmarks.
+use crate::report::schema::{Env, Gin, Gpu as GpuInfo, NcclInfo, NetDevice, Network};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
@@ -79,9 +79,49 @@ pub fn vars() -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The results file's `env`, gathered from every rank (collective).
+pub fn gather(boot: &dyn crate::bootstrap::Bootstrap, gpu: &crate::cuda::Gpu, gin: Gin) -> crate::error::Result<Env> {
+    let me = gpu.describe(boot.rank(), &crate::bootstrap::hostname());
+    let gpus: Vec<GpuInfo> = boot
+        .allgather(&serde_json::to_vec(&me).unwrap())
+        .iter()
+        .map(|b| serde_json::from_slice(b).map_err(|e| crate::error::Error::internal(format!("gpu info: {e}"))))
+        .collect::<crate::error::Result<_>>()?;
+    let network = network();
+    let lib = crate::nccl::load()?;
+    Ok(Env {
+        ranks: boot.size(),
+        hosts: unique_hosts(&gpus),
+        gpus,
+        driver: crate::cuda::kernel_driver_version(),
+        cuda: crate::cuda::driver_cuda_version().unwrap_or_default(),
+        nccl: NcclInfo { header: crate::nccl::header_version(), library: lib.version, path: lib.path.clone() },
+        gin: gin_with_hint(gin, &network),
+        network,
+        vars: vars(),
+    })
+}
+
+/// Host names in rank order, each once.
+pub fn unique_hosts(gpus: &[GpuInfo]) -> Vec<String> {
+    let mut h: Vec<String> = vec![];
+    for g in gpus {
+        if !h.contains(&g.host) {
+            h.push(g.host.clone());
+        }
+    }
+    h
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_once_in_rank_order() {
+        let g = |h: &str| GpuInfo { host: h.into(), ..Default::default() };
+        assert_eq!(unique_hosts(&[g("b"), g("a"), g("b")]), vec!["b".to_string(), "a".to_string()]);
+    }
 
     #[test]
     fn classifies_network_devices() {

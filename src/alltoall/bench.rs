@@ -2,12 +2,12 @@
 use super::{make, InPlace, Rank};
 use crate::bootstrap::{self, Bootstrap};
 use crate::cli::Config;
-use crate::cuda::{self, Gpu};
+use crate::cuda::Gpu;
 use crate::error::{Error, Exit, Result};
 use crate::harness::check::Checker;
 use crate::harness::{self, sizes, stats, watchdog, LoopParams};
 use crate::nccl::{self, Comm, DevMem, Registration};
-use crate::report::schema::{self, Env, Gpu as GpuInfo, NcclInfo, Row, Run, Summary, Tool};
+use crate::report::schema::{self, Env, Row, Run, Summary, Tool};
 use crate::report::{self, table};
 use std::io::Write;
 
@@ -18,40 +18,6 @@ const GIB: u64 = 1 << 30;
 pub fn main(cfg: Config) -> Result<Exit> {
     let local_ranks = cfg.local_ranks;
     harness::ranks::run(PROG, local_ranks, move |boot, device| run_rank(boot, &cfg, device))
-}
-
-/// The results file's `env`, gathered from every rank (collective).
-pub fn gather_env(boot: &dyn Bootstrap, gpu: &Gpu, gin: schema::Gin) -> Result<Env> {
-    let me = gpu.describe(boot.rank(), &bootstrap::hostname());
-    let gpus: Vec<GpuInfo> = boot
-        .allgather(&serde_json::to_vec(&me).unwrap())
-        .iter()
-        .map(|b| serde_json::from_slice(b).map_err(|e| Error::internal(format!("gpu info: {e}"))))
-        .collect::<Result<_>>()?;
-    let network = crate::envinfo::network();
-    let lib = nccl::load()?;
-    Ok(Env {
-        ranks: boot.size(),
-        hosts: unique_hosts(&gpus),
-        gpus,
-        driver: cuda::kernel_driver_version(),
-        cuda: cuda::driver_cuda_version().unwrap_or_default(),
-        nccl: NcclInfo { header: nccl::header_version(), library: lib.version, path: lib.path.clone() },
-        gin: crate::envinfo::gin_with_hint(gin, &network),
-        network,
-        vars: crate::envinfo::vars(),
-    })
-}
-
-/// Host names in rank order, each once.
-pub fn unique_hosts(gpus: &[GpuInfo]) -> Vec<String> {
-    let mut h: Vec<String> = vec![];
-    for g in gpus {
-        if !h.contains(&g.host) {
-            h.push(g.host.clone());
-        }
-    }
-    h
 }
 
 /// Largest buffer, per rank, that the sweep needs.
@@ -94,7 +60,7 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
             ));
         }
     }
-    let env = gather_env(boot, &gpu, gin)?;
+    let env = crate::envinfo::gather(boot, &gpu, gin)?;
     let gin = env.gin.clone();
     if cfg.require_gin && gin.kind == "none" {
         if let Some(i) = cfg.impls.iter().find(|i| matches!(i.name, "gin" | "hybrid")) {
@@ -555,11 +521,5 @@ mod tests {
         assert!(!show_progress(true, true, false, true), "-J - owns stdout");
         assert!(!show_progress(true, false, true, true), "quiet under CI");
         assert!(!show_progress(true, false, false, false), "not a terminal");
-    }
-
-    #[test]
-    fn hosts_once_in_rank_order() {
-        let g = |h: &str| GpuInfo { host: h.into(), ..Default::default() };
-        assert_eq!(unique_hosts(&[g("b"), g("a"), g("b")]), vec!["b".to_string(), "a".to_string()]);
     }
 }

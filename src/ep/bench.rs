@@ -6,7 +6,6 @@ use super::metrics::{self, Mode, Phase};
 use super::reference::Layout;
 use super::shape::Payload;
 use super::{make, Ctx, EpImpl};
-use crate::alltoall::bench::gather_env;
 use crate::bootstrap::Bootstrap;
 use crate::cuda::Gpu;
 use crate::error::{Error, Exit, Result};
@@ -41,7 +40,7 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
     let gin = nccl::probe_gin(boot)?;
     let comm = Comm::bootstrap(boot)?;
     watchdog::beat();
-    let env = gather_env(boot, &gpu, gin)?;
+    let env = crate::envinfo::gather(boot, &gpu, gin)?;
     let mut out = Output::new(rank == 0, cfg, env, started_at);
     out.preamble();
 

@@ -76,6 +76,18 @@ pub fn die(prog: &str, e: &Error) -> ! {
     std::process::exit(e.exit as i32)
 }
 
+/// Parse `prog`'s argv: help and version print and exit 0; errors are one line, exit 6.
+pub fn parse_args<A: clap::Parser>(prog: &str, argv: Vec<String>) -> Result<A> {
+    A::try_parse_from(&argv).map_err(|e| {
+        use clap::error::ErrorKind::*;
+        if matches!(e.kind(), DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand) {
+            let _ = e.print();
+            std::process::exit(0);
+        }
+        Error { exit: Exit::Usage, msg: clap_one_line(&e), fix: Some(format!("see {prog} --help")) }
+    })
+}
+
 /// clap's error text as one line: its message lines up to the usage block, joined.
 pub fn clap_one_line(e: &clap::Error) -> String {
     let text = e.to_string();

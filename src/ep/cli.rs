@@ -2,7 +2,7 @@
 use super::metrics::Mode;
 use super::routing::{Generator, RoutingSpec};
 use super::shape::{self, Payload, Shape};
-use crate::error::{Error, Exit, Result};
+use crate::error::{Error, Result};
 use crate::harness::sizes;
 use clap::Parser;
 use std::path::PathBuf;
@@ -233,19 +233,13 @@ impl Config {
 
 /// Parse argv; help and version print and exit 0, errors print one line and exit 6.
 pub fn parse(argv: Vec<String>) -> Result<Args> {
-    Args::try_parse_from(&argv).map_err(|e| {
-        use clap::error::ErrorKind::*;
-        if matches!(e.kind(), DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand) {
-            let _ = e.print();
-            std::process::exit(0);
-        }
-        Error { exit: Exit::Usage, msg: crate::error::clap_one_line(&e), fix: Some("see ep_perf --help".into()) }
-    })
+    crate::error::parse_args("ep_perf", argv)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Exit;
 
     fn cfg(args: &[&str]) -> Result<Config> {
         let mut v = vec!["ep_perf".to_string()];

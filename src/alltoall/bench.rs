@@ -7,7 +7,7 @@ use crate::error::{Error, Exit, Result};
 use crate::harness::check::Checker;
 use crate::harness::{self, sizes, stats, watchdog, LoopParams};
 use crate::nccl::{self, Comm, DevMem, Registration};
-use crate::report::schema::{self, Env, Row, Run, Summary, Tool};
+use crate::report::schema::{self, Env, Row, Run, Summary};
 use crate::report::{self, table};
 use std::io::Write;
 
@@ -289,18 +289,7 @@ struct Output<'c> {
 impl<'c> Output<'c> {
     fn new(print: bool, cfg: &'c Config, env: Env, started_at: String) -> Self {
         let json_stdout = cfg.json.as_deref() == Some(std::path::Path::new("-"));
-        let run = Run {
-            schema: schema::SCHEMA.into(),
-            benchmark: "alltoall".into(),
-            tool: Tool { version: env!("CARGO_PKG_VERSION").into(), git: env!("GINBENCH_GIT").into() },
-            command: cfg.command.clone(),
-            started_at,
-            finished_at: None,
-            env,
-            config: config_json(cfg),
-            rows: vec![],
-            summary: None,
-        };
+        let run = Run::start("alltoall", &cfg.command, started_at, env, config_json(cfg));
         Output {
             print,
             cfg,
@@ -323,13 +312,7 @@ impl<'c> Output<'c> {
             return;
         }
         self.progress("");
-        if self.json_stdout {
-            eprint!("{s}");
-        } else {
-            let mut o = std::io::stdout().lock();
-            let _ = o.write_all(s.as_bytes());
-            let _ = o.flush();
-        }
+        report::print_text(self.json_stdout, s);
     }
 
     /// Replace the progress line (empty: clear it).
@@ -447,13 +430,7 @@ impl<'c> Output<'c> {
 
     fn line(&mut self, out: &Row, inp: &Row) {
         let mut s = table::line(out, inp, self.style);
-        for r in [out, inp] {
-            if let Some(why) = table::reason(r) {
-                if self.reasons_shown.insert(why.clone()) {
-                    s += &why;
-                }
-            }
-        }
+        s += &table::new_reasons(&mut self.reasons_shown, &[out, inp]);
         self.emit(&s);
     }
 

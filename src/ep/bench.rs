@@ -11,9 +11,8 @@ use crate::cuda::Gpu;
 use crate::error::{Error, Exit, Result};
 use crate::harness::{self, stats, watchdog, LoopParams};
 use crate::nccl::{self, Comm};
-use crate::report::schema::{self, Env, Row, Run, Summary, Tool};
+use crate::report::schema::{self, Env, Row, Run, Summary};
 use crate::report::{self, table};
-use std::io::Write;
 
 const PROG: &str = "ep_perf";
 
@@ -233,18 +232,7 @@ struct Output<'c> {
 impl<'c> Output<'c> {
     fn new(print: bool, cfg: &'c Config, env: Env, started_at: String) -> Self {
         let json_stdout = cfg.json.as_deref() == Some(std::path::Path::new("-"));
-        let run = Run {
-            schema: schema::SCHEMA.into(),
-            benchmark: "ep".into(),
-            tool: Tool { version: env!("CARGO_PKG_VERSION").into(), git: env!("GINBENCH_GIT").into() },
-            command: cfg.command.clone(),
-            started_at,
-            finished_at: None,
-            env,
-            config: config_json(cfg),
-            rows: vec![],
-            summary: None,
-        };
+        let run = Run::start("ep", &cfg.command, started_at, env, config_json(cfg));
         Output { print, cfg, run, rows: vec![], json_stdout, reasons_shown: Default::default() }
     }
 
@@ -252,13 +240,7 @@ impl<'c> Output<'c> {
         if !self.print {
             return;
         }
-        if self.json_stdout {
-            eprint!("{s}");
-        } else {
-            let mut o = std::io::stdout().lock();
-            let _ = o.write_all(s.as_bytes());
-            let _ = o.flush();
-        }
+        report::print_text(self.json_stdout, s);
     }
 
     fn preamble(&self) {
@@ -378,13 +360,7 @@ impl<'c> Output<'c> {
 
     fn line(&mut self, d: &Row, c: &Row) {
         let mut s = table::ep_line(d, c);
-        for r in [d, c] {
-            if let Some(why) = table::reason(r) {
-                if self.reasons_shown.insert(why.clone()) {
-                    s += &why;
-                }
-            }
-        }
+        s += &table::new_reasons(&mut self.reasons_shown, &[d, c]);
         self.emit(&s);
     }
 

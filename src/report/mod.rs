@@ -31,6 +31,17 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     res
 }
 
+/// Show table text: on stdout, or on stderr when stdout carries the JSON (`-J -`).
+pub fn print_text(json_stdout: bool, s: &str) {
+    if json_stdout {
+        eprint!("{s}");
+    } else {
+        let mut o = std::io::stdout().lock();
+        let _ = o.write_all(s.as_bytes());
+        let _ = o.flush();
+    }
+}
+
 /// Write a finished run where the flags asked: JSON to `json` (`-` = stdout) and the rows as CSV
 /// to `csv`, each atomically. Returns the lines to show under the table.
 pub fn write_outputs(run: &schema::Run, json: Option<&Path>, csv: Option<&Path>) -> Result<Vec<String>, String> {

@@ -23,6 +23,24 @@ pub struct Run {
     pub summary: Option<Summary>,
 }
 
+impl Run {
+    /// A run of `benchmark` starting now: no rows yet.
+    pub fn start(benchmark: &str, command: &str, started_at: String, env: Env, config: serde_json::Value) -> Run {
+        Run {
+            schema: SCHEMA.into(),
+            benchmark: benchmark.into(),
+            tool: Tool { version: env!("CARGO_PKG_VERSION").into(), git: env!("GINBENCH_GIT").into() },
+            command: command.into(),
+            started_at,
+            finished_at: None,
+            env,
+            config,
+            rows: vec![],
+            summary: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Tool {
     pub version: String,

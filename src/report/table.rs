@@ -125,6 +125,11 @@ pub fn reason(r: &Row) -> Option<String> {
     (r.status != "ok").then(|| format!("# {}: {}\n", r.status, r.reason.as_deref().unwrap_or("no reason given")))
 }
 
+/// The reason lines of `rows` not yet in `shown` (each reason once per table).
+pub fn new_reasons(shown: &mut std::collections::HashSet<String>, rows: &[&Row]) -> String {
+    rows.iter().filter_map(|r| reason(r)).filter(|why| shown.insert(why.clone())).collect()
+}
+
 /// nccl-tests' closing lines: wrong rows and the mean bus bandwidth.
 pub fn footer(wrong_rows: u64, avg_busbw: f64) -> String {
     format!(

@@ -96,18 +96,21 @@ impl Buf {
     }
 
     pub fn read<T: Copy + Default>(&self, gpu: &Gpu, n: usize) -> Result<Vec<T>> {
-        let mut v = vec![T::default(); n];
-        let bytes = std::mem::size_of_val(v.as_slice());
-        assert!(bytes <= self.bytes);
-        gpu.stream.synchronize()?;
-        unsafe {
-            cudarc::driver::result::memcpy_dtoh_sync(
-                std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, bytes),
-                self.ptr,
-            )
-        }?;
-        Ok(v)
+        assert!(n * std::mem::size_of::<T>() <= self.bytes);
+        read(gpu, self.ptr, n)
     }
+}
+
+/// `n` values from device address `ptr`, after the stream's work.
+pub fn read<T: Copy + Default>(gpu: &Gpu, ptr: u64, n: usize) -> Result<Vec<T>> {
+    let mut v = vec![T::default(); n];
+    gpu.stream.synchronize()?;
+    if n > 0 {
+        let bytes =
+            unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v.as_slice())) };
+        unsafe { cudarc::driver::result::memcpy_dtoh_sync(bytes, ptr) }?;
+    }
+    Ok(v)
 }
 
 /// Grid of `ctas` CTAs of THREADS threads, `smem` bytes of dynamic shared memory.

@@ -1,7 +1,7 @@
 //! `nvl`: dispatch and combine over NVLink through NCCL's device API (LSA), both modes.
 //! LL: fixed per-(expert, source) slots, no host sync, CUDA-graph capturable; HT: count
 //! exchange, then each token once per destination rank, straight to its final row.
-use super::device::{grid, one_cta_per_sm, Args, Buf, Inputs, LayoutBufs, RowSet};
+use super::device::{self, grid, one_cta_per_sm, Args, Buf, Inputs, LayoutBufs, RowSet};
 use super::metrics::{Mode, Phase};
 use super::reference::{Layout, Traffic};
 use super::{Ctx, EpImpl, Received};
@@ -288,7 +288,7 @@ impl EpImpl for Nvl {
                 let mb = ht_meta_bytes(k);
                 let base = recv.ptr() + (a.ranks as usize * c.max_tokens * a.row as usize) as u64;
                 let n_read = n.min(a.ranks as usize * c.max_tokens);
-                let meta = read_bytes(c, base, n_read * mb)?;
+                let meta = device::read::<u8>(c.gpu, base, n_read * mb)?;
                 wrong += n.abs_diff(want.len()) as u64;
                 for (i, w) in want.iter().enumerate().take(n_read) {
                     let m = &meta[i * mb..(i + 1) * mb];
@@ -347,15 +347,6 @@ pub fn diff(got: &[u32], want: &[u32]) -> u64 {
         }
     }
     bad
-}
-
-fn read_bytes(c: &Ctx, ptr: u64, n: usize) -> Result<Vec<u8>> {
-    let mut v = vec![0u8; n];
-    c.gpu.stream.synchronize()?;
-    if n > 0 {
-        unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut v, ptr) }?;
-    }
-    Ok(v)
 }
 
 #[cfg(test)]

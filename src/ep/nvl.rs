@@ -14,6 +14,11 @@ pub fn ht_meta_bytes(topk: usize) -> usize {
     (4 + 8 * topk).next_multiple_of(16)
 }
 
+/// Where the metadata rows start in the HT receive window: after R x maxT dispatched rows.
+fn ht_meta_offset(c: &Ctx, a: &Args) -> u64 {
+    (a.ranks as usize * c.max_tokens * a.row as usize) as u64
+}
+
 struct Kernel {
     f: CudaFunction,
     smem: u32,
@@ -181,7 +186,7 @@ impl EpImpl for Nvl {
                 b.arg(&a).arg(&layout.totals.ptr).arg(&ctrl).arg(&mat).arg(&nstate.ptr);
                 b.arg(&offs.ptr).arg(&recv_per_expert.ptr).arg(&self.dev.raw);
                 unsafe { b.launch(grid(1, r * (r + l) * 4)) }?;
-                let meta_off = (r as usize * c.max_tokens * a.row as usize) as u64;
+                let meta_off = ht_meta_offset(c, &a);
                 let meta_bytes = ht_meta_bytes(a.topk as usize) as i32;
                 let (recv, flags) = (recv.win as u64, o1 as u64);
                 let mut b = s.launch_builder(&dispatch.f);
@@ -209,7 +214,7 @@ impl EpImpl for Nvl {
                 unsafe { b.launch(grid(self.ctas, combine.smem)) }?;
             }
             Parts::Ht { recv, cbuf, combine, offs, .. } => {
-                let meta = recv.ptr() + (a.ranks as usize * c.max_tokens * a.row as usize) as u64;
+                let meta = recv.ptr() + ht_meta_offset(c, &a);
                 let meta_bytes = ht_meta_bytes(a.topk as usize) as i32;
                 let (cbuf, flags) = (cbuf.win as u64, o2 as u64);
                 let mut b = s.launch_builder(&combine.f);
@@ -286,7 +291,7 @@ impl EpImpl for Nvl {
                 let n = offs.read::<i32>(c.gpu, a.ranks as usize + 1)?[a.ranks as usize].max(0) as usize;
                 let k = a.topk as usize;
                 let mb = ht_meta_bytes(k);
-                let base = recv.ptr() + (a.ranks as usize * c.max_tokens * a.row as usize) as u64;
+                let base = recv.ptr() + ht_meta_offset(c, &a);
                 let n_read = n.min(a.ranks as usize * c.max_tokens);
                 let meta = device::read::<u8>(c.gpu, base, n_read * mb)?;
                 wrong += n.abs_diff(want.len()) as u64;

@@ -10,13 +10,15 @@
 
 #define GB_NCCL_AT_LEAST(x, y, z) (NCCL_VERSION_CODE >= NCCL_VERSION(x, y, z))
 
-// GIN remote action "increment the peer's signal once the bundled put has landed". 2.30.5 split it
+// GIN remote actions "increment (add to) the peer's signal once the bundled put has landed". 2.30.5 split it
 // into strong (also orders earlier puts) and weak; the protocol counts one signal per put, so weak
 // is enough.
 #if GB_NCCL_AT_LEAST(2, 30, 5)
 using GbGinSignalInc = ncclGin_WeakSignalInc;
+using GbGinSignalAdd = ncclGin_WeakSignalAdd;
 #else
 using GbGinSignalInc = ncclGin_SignalInc;
+using GbGinSignalAdd = ncclGin_SignalAdd;
 #endif
 // Barrier fence "no drain": an enum class with only Relaxed in 2.28, a bit set (None = Relaxed) later.
 #define GB_GIN_FENCE_NONE ncclGinFenceLevel::Relaxed

@@ -8,24 +8,6 @@
 // reads the value before the entry barrier, which no peer passes before this rank arrives.
 #include "gin_net.cuh"
 
-// Where the ranks are: the node of this rank is [nodeStart, nodeStart + nodeSize); LSA pointers of
-// a node peer p use index p - lsaBase (real hybrid: the LSA team is the node; emulation: the
-// whole host is one LSA team, so lsaBase = 0).
-struct Topo {
-  int rank, nRanks, nodeStart, nodeSize, lsaBase;
-  __device__ bool inNode(int p) const { return p >= nodeStart && p < nodeStart + nodeSize; }
-
-  // Real: the node is the LSA team (consecutive world ranks).
-  __device__ static Topo lsaNodes(ncclDevComm const& dc) {
-    const int start = dc.rank - dc.lsaRank;
-    return Topo{dc.rank, dc.nRanks, start, dc.lsaSize, start};
-  }
-  // Emulated: `nodeSize` consecutive ranks per virtual node; the whole host is one LSA team.
-  __device__ static Topo virtualNodes(ncclDevComm const& dc, int nodeSize) {
-    return Topo{dc.rank, dc.nRanks, dc.rank / nodeSize * nodeSize, nodeSize, 0};
-  }
-};
-
 template <bool HYBRID, class Net>
 __device__ void a2a(Net& net, Topo t, ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff,
                     size_t bytes) {

@@ -1,11 +1,14 @@
 // The two transports the GIN protocols run on: NCCL's GIN (`GinNet`) and GIN emulated over LSA on
-// one host (`EmuNet`). Both offer the same device-side interface, so the protocol in gin.cu is
-// written once:
+// one host (`EmuNet`). Both offer the same device-side interface, so the protocols (gin.cu: alltoall;
+// ep_gin.cu: dispatch / combine) are written once:
 //
 //   readSignal(sig)                   this rank's signal value (acquire)
 //   put(coop, peer, dst, dstOff, src, srcOff, bytes, sig)
 //                                     copy to the peer's window, then +1 on the peer's signal `sig`;
 //                                     the signal becomes visible only after the data
+//   putAdd(..., sig, value)           the same, adding `value` (signals a put adds to are never
+//                                     incremented by put: NCCL forbids mixing the two)
+//   signalAdd(coop, peer, sig, value) add to the peer's signal, no data
 //   waitSignal(coop, sig, least)      until this rank's signal reaches `least`
 //   flush(coop)                       this rank's puts are locally complete (sources reusable)
 //   barrier(coop, order)              every rank of the world
@@ -13,6 +16,24 @@
 // As with NCCL's GIN, puts may land in any order and only signal counts say what has arrived.
 #pragma once
 #include "device_compat.cuh"
+
+// Where the ranks are: the node of this rank is [nodeStart, nodeStart + nodeSize); LSA pointers of
+// a node peer p use index p - lsaBase (real hybrid: the LSA team is the node; emulation: the
+// whole host is one LSA team, so lsaBase = 0).
+struct Topo {
+  int rank, nRanks, nodeStart, nodeSize, lsaBase;
+  __device__ bool inNode(int p) const { return p >= nodeStart && p < nodeStart + nodeSize; }
+
+  // Real: the node is the LSA team (consecutive world ranks).
+  __device__ static Topo lsaNodes(ncclDevComm const& dc) {
+    const int start = dc.rank - dc.lsaRank;
+    return Topo{dc.rank, dc.nRanks, start, dc.lsaSize, start};
+  }
+  // Emulated: `nodeSize` consecutive ranks per virtual node; the whole host is one LSA team.
+  __device__ static Topo virtualNodes(ncclDevComm const& dc, int nodeSize) {
+    return Topo{dc.rank, dc.nRanks, dc.rank / nodeSize * nodeSize, nodeSize, 0};
+  }
+};
 
 struct GinNet {
   ncclDevComm const& dc;
@@ -25,6 +46,18 @@ struct GinNet {
   __device__ void put(Coop coop, int peer, ncclWindow_t dst, size_t dstOff, ncclWindow_t src, size_t srcOff,
                       size_t bytes, uint32_t sig) {
     gin.put(ncclTeamWorld(dc), peer, dst, dstOff, src, srcOff, bytes, GbGinSignalInc{sig}, ncclGin_None{}, coop);
+  }
+
+  template <class Coop>
+  __device__ void putAdd(Coop coop, int peer, ncclWindow_t dst, size_t dstOff, ncclWindow_t src, size_t srcOff,
+                         size_t bytes, uint32_t sig, uint64_t value) {
+    gin.put(ncclTeamWorld(dc), peer, dst, dstOff, src, srcOff, bytes, GbGinSignalAdd{sig, value}, ncclGin_None{},
+            coop);
+  }
+
+  template <class Coop>
+  __device__ void signalAdd(Coop coop, int peer, uint32_t sig, uint64_t value) {
+    gin.signal(ncclTeamWorld(dc), peer, GbGinSignalAdd{sig, value}, coop);
   }
 
   template <class Coop>
@@ -64,15 +97,27 @@ struct EmuNet {
   template <class Coop>
   __device__ void put(Coop coop, int peer, ncclWindow_t dst, size_t dstOff, ncclWindow_t src, size_t srcOff,
                       size_t bytes, uint32_t sig) {
+    putAdd(coop, peer, dst, dstOff, src, srcOff, bytes, sig, 1);
+  }
+
+  template <class Coop>
+  __device__ void putAdd(Coop coop, int peer, ncclWindow_t dst, size_t dstOff, ncclWindow_t src, size_t srcOff,
+                         size_t bytes, uint32_t sig, uint64_t value) {
     const uint4* s = (const uint4*)ncclGetLocalPointer(src, srcOff);
     uint4* d = (uint4*)ncclGetLsaPointer(dst, dstOff, peer);
+    coop.sync();  // the coop's stores to the source are complete (as GIN's put assumes)
     for (size_t i = coop.thread_rank(); i < bytes / 16; i += coop.size()) d[i] = s[i];
     // The signal must not overtake the data: every thread's stores are ordered before the
-    // increment (release at system scope), as a GIN signal is visible only after its put.
+    // addition (release at system scope), as a GIN signal is visible only after its put.
+    signalAdd(coop, peer, sig, value);
+  }
+
+  template <class Coop>
+  __device__ void signalAdd(Coop coop, int peer, uint32_t sig, uint64_t value) {
     coop.sync();
     if (coop.thread_rank() == 0) {
       cuda::atomic_ref<uint64_t, cuda::thread_scope_system> w(*signalWord(sig, peer));
-      w.fetch_add(1, cuda::memory_order_release);
+      w.fetch_add(value, cuda::memory_order_release);
     }
   }
 

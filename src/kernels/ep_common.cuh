@@ -1,0 +1,219 @@
+// Shared by the expert-parallel kernels (ep.cu: host and NVLink impls; ep_gin.cu: GIN and hybrid):
+// the launch arguments, token values, flag words, and the warp-level copy, send and reduce.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include "device_compat.cuh"
+
+// Mirrors src/ep/kernels.rs `EpArgs`.
+struct EpArgs {
+  int tokens;      // tokens of this rank in this launch
+  int max_tokens;  // capacity per source rank (LL slots, HT rows and combine slots)
+  int hidden;
+  int topk;
+  int experts;
+  int local;  // experts per rank
+  int ranks;
+  int rank;
+  int row;  // bytes of one dispatched row: BF16 2H, FP8 H + 4H/128 (multiple of 16)
+  int fp8;
+};
+
+#define EP_CHUNK 32  // tokens per chunk of the deterministic layout
+#define EP_GROUP 128  // channels per FP8 scale
+
+// Receive descriptor: source rank, token, top-k slot (src/ep/reference.rs `desc`).
+__device__ __forceinline__ uint32_t gb_ep_desc(int s, int t, int k) { return (uint32_t(s) << 20) | (t << 4) | k; }
+
+// Token values: a function of (source rank, token, channel, seed), exact in BF16 (7 significant
+// bits), so any rank can check any row it receives and a stale row from another seed fails.
+__device__ __forceinline__ float gb_ep_value(uint32_t s, uint32_t t, uint32_t h, uint32_t seed) {
+  const uint32_t v = (s * 7919u + t * 104729u + h * 31u + seed * 65537u) % 251u;
+  return (float(v) - 125.f) * 0.03125f;
+}
+
+__device__ __forceinline__ uint64_t ld_acquire_sys_u64(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ int ld_acquire_sys_s32(const int* p) {
+  int v;
+  asm volatile("ld.acquire.sys.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_sys_u64(uint64_t* p, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+// Wait until the word carries `epoch` in its high half; returns the low half.
+__device__ __forceinline__ uint32_t wait_tag(const uint64_t* p, uint32_t epoch) {
+  uint64_t v;
+  do {
+    v = ld_acquire_sys_u64(p);
+  } while (uint32_t(v >> 32) != epoch);
+  return uint32_t(v);
+}
+__device__ __forceinline__ uint64_t tag(uint32_t epoch, uint32_t v) { return (uint64_t(epoch) << 32) | v; }
+
+// acc[0..8) += w x (8 BF16 values in u).
+__device__ __forceinline__ void accumulate8(float* acc, uint4 u, float w) {
+  const __nv_bfloat162* h = (const __nv_bfloat162*)&u;
+#pragma unroll
+  for (int q = 0; q < 4; q++) {
+    const float2 f = __bfloat1622float2(h[q]);
+    acc[2 * q] += w * f.x;
+    acc[2 * q + 1] += w * f.y;
+  }
+}
+__device__ __forceinline__ uint4 to_bf16x8(const float* acc) {
+  uint4 o;
+  __nv_bfloat162* q = (__nv_bfloat162*)&o;
+#pragma unroll
+  for (int j = 0; j < 4; j++) q[j] = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
+  return o;
+}
+
+// A warp copies `bytes` (multiple of 16), EP_UNROLL 16-byte loads in flight per lane. PEER: the
+// source is written by peers during this kernel (system-scope loads, no stale L1 lines);
+// otherwise it is read-only for the kernel (non-coherent path).
+template <bool PEER>
+__device__ __forceinline__ uint4 ld16(const uint4* p) {
+  return PEER ? gb_ld_relaxed_sys_v4(p) : __ldg(p);
+}
+#define EP_UNROLL 8  // 16-byte loads in flight per lane
+template <bool PEER>
+__device__ __forceinline__ void warp_copy(void* dst, const void* src, int bytes, int lane) {
+  const uint4* s = (const uint4*)src;
+  uint4* d = (uint4*)dst;
+  const int n = bytes / 16;
+  int i = lane;
+  for (; i + 32 * (EP_UNROLL - 1) < n; i += 32 * EP_UNROLL) {
+    uint4 v[EP_UNROLL];
+#pragma unroll
+    for (int u = 0; u < EP_UNROLL; u++) v[u] = ld16<PEER>(s + i + 32 * u);
+#pragma unroll
+    for (int u = 0; u < EP_UNROLL; u++) d[i + 32 * u] = v[u];
+  }
+  for (; i < n; i += 32) d[i] = ld16<PEER>(s + i);
+}
+
+// A warp sends one local row (`bytes`, multiple of 16) to up to 32 destinations: lane j holds
+// destination j (null: none). Each chunk (EP_UNROLL 16-byte loads per lane) is loaded once and
+// stored to every destination, so the row is read once and stores to different peers overlap.
+__device__ __forceinline__ void warp_send(uint8_t* my_dst, const void* src, int bytes, int lane) {
+  const uint4* s = (const uint4*)src;
+  const int n = bytes / 16;
+  const unsigned have = __ballot_sync(~0u, my_dst != nullptr);
+  if (!have) return;
+  for (int base = 0; base < n; base += 32 * EP_UNROLL) {
+    uint4 v[EP_UNROLL];
+#pragma unroll
+    for (int u = 0; u < EP_UNROLL; u++) {
+      const int i = base + 32 * u + lane;
+      if (i < n) v[u] = __ldg(s + i);
+    }
+    for (unsigned m = have; m; m &= m - 1) {
+      uint4* d = (uint4*)__shfl_sync(~0u, (unsigned long long)my_dst, __ffs(m) - 1);
+#pragma unroll
+      for (int u = 0; u < EP_UNROLL; u++) {
+        const int i = base + 32 * u + lane;
+        if (i < n) d[i] = v[u];
+      }
+    }
+  }
+}
+
+// Weighted sum of up to 32 BF16 rows into `out` (fp32 accumulation, BF16 result): lane j holds
+// source row j (null: none) and its weight. The warp covers vectors [v0, v0 + 32 x EP_RED) of
+// the row, EP_RED independent loads per lane and source, so that a few tokens still keep many
+// loads in flight (the reduction is latency-bound, not bandwidth-bound).
+#define EP_RED 4
+__device__ __forceinline__ void warp_reduce(__nv_bfloat16* out, const __nv_bfloat16* my_src, float my_w, int vecs,
+                                            int v0, int lane) {
+  float acc[EP_RED][8] = {};
+  for (unsigned m = __ballot_sync(~0u, my_src != nullptr); m; m &= m - 1) {
+    const int j = __ffs(m) - 1;
+    const uint4* p = (const uint4*)__shfl_sync(~0u, (unsigned long long)my_src, j);
+    const float wj = __shfl_sync(~0u, my_w, j);
+    uint4 u[EP_RED];
+#pragma unroll
+    for (int r = 0; r < EP_RED; r++) {
+      const int v = v0 + r * 32 + lane;
+      if (v < vecs) u[r] = p[v];
+    }
+#pragma unroll
+    for (int r = 0; r < EP_RED; r++)
+      if (v0 + r * 32 + lane < vecs) accumulate8(acc[r], u[r], wj);
+  }
+#pragma unroll
+  for (int r = 0; r < EP_RED; r++) {
+    const int v = v0 + r * 32 + lane;
+    if (v < vecs) ((uint4*)out)[v] = to_bf16x8(acc[r]);
+  }
+}
+// Work items of the reductions: (token, segment of 32 x EP_RED vectors).
+__device__ __forceinline__ int red_segments(int hidden) { return (hidden / 8 + 32 * EP_RED - 1) / (32 * EP_RED); }
+
+// Per-launch state of a kernel that signals peers: state[0] counts CTA arrivals over all
+// launches, state[1 + b] is CTA b's launch epoch (kept on the device, so CUDA graphs replay).
+__device__ __forceinline__ uint32_t begin_epoch(uint32_t* state) {
+  __shared__ uint32_t s_epoch;
+  if (threadIdx.x == 0) s_epoch = state[1 + blockIdx.x] + 1;
+  __syncthreads();
+  return s_epoch;
+}
+__device__ __forceinline__ void end_epoch(uint32_t* state, uint32_t epoch) {
+  if (threadIdx.x == 0) state[1 + blockIdx.x] = epoch;
+}
+// Every CTA calls this once its stores to peers are issued. True in exactly one CTA, the last to
+// arrive; by then every CTA's earlier stores are visible system-wide, so a release store that
+// follows publishes all of them.
+__device__ bool last_cta(uint32_t* state, uint32_t epoch) {
+  __shared__ int s_last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    s_last = atomicAdd(&state[0], 1u) == epoch * gridDim.x - 1;
+    if (s_last) __threadfence_system();
+  }
+  __syncthreads();
+  return s_last;
+}
+
+// Flags at `flags_off` in the control window: [2][R] u64, one per source rank per parity. Ranks
+// [lo, hi) are reached by NVLink (LSA index = rank - lsa_base): the whole world for the nvl impl,
+// the node for hybrid, none for gin.
+struct FlagPeers {
+  int lo, hi, lsa_base;
+};
+__device__ __forceinline__ size_t flag_off(const EpArgs& a, size_t flags_off, uint32_t epoch, int src) {
+  return flags_off + (size_t(epoch & 1) * a.ranks + src) * 8;
+}
+// One CTA tells every rank of `p` that this rank's stores of launch `epoch` are visible.
+__device__ __forceinline__ void flag_peers(const EpArgs& a, ncclWindow_t ctrl, size_t flags_off, uint32_t epoch,
+                                           FlagPeers p) {
+  for (int d = p.lo + threadIdx.x; d < p.hi; d += blockDim.x)
+    st_release_sys_u64((uint64_t*)ncclGetLsaPointer(ctrl, flag_off(a, flags_off, epoch, a.rank), d - p.lsa_base),
+                       tag(epoch, 1));
+}
+// Until every rank of `p` flagged launch `epoch`: what they stored is then visible to this CTA.
+__device__ __forceinline__ void wait_peers(const EpArgs& a, ncclWindow_t ctrl, size_t flags_off, uint32_t epoch,
+                                           FlagPeers p) {
+  for (int src = p.lo + threadIdx.x; src < p.hi; src += blockDim.x)
+    wait_tag((const uint64_t*)ncclGetLocalPointer(ctrl, flag_off(a, flags_off, epoch, src)), epoch);
+}
+// Called by every CTA once its stores to peers are issued: the last CTA flags every rank of `p`;
+// then every CTA (every_cta) or the last one alone waits for their flags. Returns whether this
+// CTA was the last.
+__device__ bool flag_all_then_wait(const EpArgs& a, ncclWindow_t ctrl, size_t flags_off, uint32_t* state,
+                                   uint32_t epoch, bool every_cta, FlagPeers p) {
+  const bool last = last_cta(state, epoch);
+  if (last) flag_peers(a, ctrl, flags_off, epoch, p);
+  if (last || every_cta) wait_peers(a, ctrl, flags_off, epoch, p);
+  __syncthreads();
+  return last;
+}
+
+__device__ __forceinline__ int warp_id() { return int((blockIdx.x * blockDim.x + threadIdx.x) >> 5); }
+__device__ __forceinline__ int warp_count() { return int((gridDim.x * blockDim.x) >> 5); }

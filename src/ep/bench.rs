@@ -26,6 +26,14 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
     let started_at = schema::now_rfc3339();
     let gpu = Gpu::open(device)?;
     cfg.shape.validate(n)?;
+    if let Some(nodes) = cfg.emulate_nodes {
+        if n % nodes != 0 {
+            return Err(Error::usage(
+                format!("--emulate-nodes {nodes} does not divide {n} ranks into equal virtual nodes"),
+                "use a divisor of the number of ranks",
+            ));
+        }
+    }
     let sms = sm_count(&gpu)?;
     if cfg.ctas > sms {
         return Err(Error::usage(
@@ -97,6 +105,7 @@ impl State<'_> {
                         mode,
                         ctas: cfg.ctas,
                         max_tokens,
+                        emulate_nodes: cfg.emulate_nodes,
                     };
                     let imp = make(name, &c, &out.run.env.gin)?;
                     let skip = match &imp {
@@ -205,6 +214,7 @@ impl State<'_> {
         }
 
         let tr = layout.traffic(me);
+        let by_net = imp.over_network(c).unwrap_or_else(|| same_host.iter().map(|s| !s).collect());
         let phase = |p: Phase, timing: harness::Timing, wrong: Option<u64>| {
             let per_peer = imp.bytes_to(c, p, &tr);
             Measured {
@@ -212,7 +222,7 @@ impl State<'_> {
                 wrong,
                 logical_bytes: metrics::logical_bytes(c.mode, p, &c.shape, c.payload, &tr),
                 sent_bytes: per_peer.iter().sum(),
-                wire: metrics::split_wire(me, &per_peer, same_host),
+                wire: metrics::split_wire(me, &per_peer, &by_net),
             }
         };
         Ok([phase(Phase::Dispatch, td, wd), phase(Phase::Combine, tc, wc)])
@@ -403,6 +413,7 @@ fn config_json(c: &Config) -> serde_json::Value {
         "masked": c.masked,
         "seed": c.seed,
         "impls": c.impls,
+        "emulate_nodes": c.emulate_nodes,
         "iters": c.iters,
         "warmup_iters": c.warmup,
         "check": c.check,
@@ -414,6 +425,7 @@ fn config_json(c: &Config) -> serde_json::Value {
             "host": "deterministic: per source rank, per local expert, tokens in order",
             "nvl-ll": "per local expert, source ranks in order; inside one (expert, source) segment rows are in arrival order (not deterministic), checked as sets",
             "nvl-ht": "deterministic: (source rank, token) order",
+            "gin": "as nvl (gin, hybrid and their -emu forms run the nvl protocols)",
         },
         "fp8_quantization": "LL: inside the timed dispatch; HT: before timing (HT takes FP8 input)",
     })

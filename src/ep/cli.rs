@@ -74,6 +74,10 @@ pub struct Args {
     /// Implementation(s), comma-separated, or `all` (see --list-impls)
     #[arg(short = 'D', long = "impl", default_value = "host,nvl")]
     pub implementation: String,
+    /// Split this host's ranks into N virtual nodes for gin-emu / hybrid-emu (emulated GIN
+    /// between them)
+    #[arg(long = "emulate-nodes", value_name = "N")]
+    pub emulate_nodes: Option<usize>,
     /// Timed iterations per phase
     #[arg(short = 'n', long = "iters", default_value_t = 20)]
     pub iters: u32,
@@ -122,6 +126,8 @@ pub struct Config {
     pub masked: usize,
     pub seed: u64,
     pub impls: Vec<&'static str>,
+    /// `--emulate-nodes N`: virtual nodes for gin-emu / hybrid-emu.
+    pub emulate_nodes: Option<usize>,
     pub iters: u32,
     pub warmup: u32,
     pub check: u32,
@@ -188,6 +194,17 @@ impl Config {
                     })
                 })?
             };
+        if a.emulate_nodes == Some(0) {
+            return Err(Error::usage("--emulate-nodes 0", "give at least 1 virtual node, e.g. --emulate-nodes 2"));
+        }
+        if a.emulate_nodes.is_none() && a.implementation.trim() != "all" {
+            if let Some(i) = impls.iter().find(|i| i.ends_with("-emu")) {
+                return Err(Error::usage(
+                    format!("implementation '{i}' runs on virtual nodes"),
+                    "add --emulate-nodes N (N divides the number of ranks)",
+                ));
+            }
+        }
         if a.iters == 0 {
             return Err(Error::usage("-n must be at least 1", "e.g. -n 20"));
         }
@@ -208,6 +225,7 @@ impl Config {
             masked: a.masked,
             seed: a.seed,
             impls,
+            emulate_nodes: a.emulate_nodes,
             iters: a.iters,
             warmup: a.warmup_iters,
             check: a.check,
@@ -287,6 +305,8 @@ mod tests {
             (vec!["-a", "9"], "-a 9"),
             (vec!["-n", "0"], "-n must"),
             (vec!["--mode", ""], "empty mode"),
+            (vec!["-D", "gin-emu"], "--emulate-nodes"),
+            (vec!["-D", "hybrid-emu", "--emulate-nodes", "0"], "--emulate-nodes 0"),
         ] {
             let e = cfg(&args).unwrap_err();
             assert_eq!(e.exit, Exit::Usage, "{args:?}: {e}");

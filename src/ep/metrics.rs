@@ -65,17 +65,17 @@ pub fn logical_bytes(mode: Mode, phase: Phase, shape: &Shape, payload: Payload, 
 /// Bytes this rank puts on links, by class, its own rank excluded.
 pub use crate::report::schema::WireBytes as Wire;
 
-/// `per_peer[d]` bytes to rank d; `same_host[d]` picks the class. Self is excluded.
-pub fn split_wire(me: usize, per_peer: &[u64], same_host: &[bool]) -> Wire {
+/// `per_peer[d]` bytes to rank d; `over_net[d]` picks the class. Self is excluded.
+pub fn split_wire(me: usize, per_peer: &[u64], over_net: &[bool]) -> Wire {
     let mut w = Wire::default();
     for (d, &b) in per_peer.iter().enumerate() {
         if d == me {
             continue;
         }
-        if same_host[d] {
-            w.nvl += b;
-        } else {
+        if over_net[d] {
             w.net += b;
+        } else {
+            w.nvl += b;
         }
     }
     w
@@ -108,8 +108,8 @@ mod tests {
     }
 
     #[test]
-    fn wire_excludes_self_and_splits_by_host() {
-        let w = split_wire(1, &[10, 20, 30, 40], &[true, true, false, false]);
+    fn wire_excludes_self_and_splits_by_link() {
+        let w = split_wire(1, &[10, 20, 30, 40], &[false, false, true, true]);
         assert_eq!(w, Wire { nvl: 10, net: 70 });
     }
 }

@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod cli;
 pub mod device;
+pub mod gin;
 pub mod host;
 pub mod metrics;
 pub mod nvl;
@@ -32,6 +33,8 @@ pub struct Ctx<'a> {
     pub ctas: u32,
     /// Largest tokens per rank of the sweep (buffers are sized for it).
     pub max_tokens: usize,
+    /// `--emulate-nodes N`: virtual nodes for gin-emu / hybrid-emu.
+    pub emulate_nodes: Option<usize>,
 }
 
 impl Ctx<'_> {
@@ -73,16 +76,20 @@ pub trait EpImpl {
     fn sms(&self) -> Option<u32>;
     /// Bytes this rank puts on the wire to each rank in one `phase`.
     fn bytes_to(&self, c: &Ctx, phase: Phase, tr: &Traffic) -> Vec<u64>;
+    /// Which ranks it reaches over the network (wire class `net`); None: those on other hosts.
+    fn over_network(&self, _c: &Ctx) -> Option<Vec<bool>> {
+        None
+    }
 }
 
 /// (name, description), in `-D all` order.
 pub const IMPLS: &[(&str, &str)] = &[
     ("host", "Megatron-style: permute kernel, count exchange, NCCL grouped send/recv; combine mirrored"),
     ("nvl", "NVLink (LSA) device kernels: LL per-expert slots, HT rows once per destination rank"),
-    ("gin", "GIN put + signal to every peer; skipped where GIN is unavailable"),
-    ("hybrid", "NVLink inside the node, GIN across nodes; skipped where GIN is unavailable"),
-    ("gin-emu", "gin on virtual nodes (emulated GIN); not implemented for EP yet"),
-    ("hybrid-emu", "hybrid on virtual nodes (emulated GIN); not implemented for EP yet"),
+    ("gin", "the nvl protocols with every row put through GIN; skipped where GIN is unavailable"),
+    ("hybrid", "the nvl protocols: NVLink inside the node, GIN puts across nodes; skipped where GIN is unavailable"),
+    ("gin-emu", "gin on --emulate-nodes virtual nodes (GIN emulated over NVLink)"),
+    ("hybrid-emu", "hybrid on --emulate-nodes virtual nodes (GIN emulated over NVLink between them)"),
 ];
 
 /// Set `name` up (collective). The inner `Err` is a reason to skip it here.
@@ -94,10 +101,9 @@ pub fn make(
     Ok(match name {
         "host" => Ok(Box::new(host::Host::new(c)?)),
         "nvl" => nvl::Nvl::new(c)?.map(|i| Box::new(i) as Box<dyn EpImpl>),
-        "gin" | "hybrid" if gin.kind == "none" => Err(format!("GIN unavailable: {}", gin.reason)),
-        "gin" | "hybrid" => {
-            Err(format!("{name} dispatch/combine kernels are not implemented yet (GIN is {})", gin.kind))
-        }
-        _ => Err(format!("{name} is not implemented for EP yet (alltoall_perf has it for alltoall)")),
+        _ => match gin::Kind::parse(name) {
+            Some(kind) => gin::Gin::new(kind, c, gin)?.map(|i| Box::new(i) as Box<dyn EpImpl>),
+            None => return Err(crate::error::Error::internal(format!("unknown EP impl {name}"))),
+        },
     })
 }

@@ -15,7 +15,7 @@ pub fn ht_meta_bytes(topk: usize) -> usize {
 }
 
 /// Where the metadata rows start in the HT receive window: after R x maxT dispatched rows.
-fn ht_meta_offset(c: &Ctx, a: &Args) -> u64 {
+pub fn ht_meta_offset(c: &Ctx, a: &Args) -> u64 {
     (a.ranks as usize * c.max_tokens * a.row as usize) as u64
 }
 
@@ -227,85 +227,19 @@ impl EpImpl for Nvl {
     }
 
     fn received(&self, c: &Ctx, inp: &Inputs, layout: &Layout) -> Result<Received> {
-        let a = inp.args;
-        let me = c.boot.rank();
         Ok(match &self.parts {
-            Parts::Ll { out, src_info, recv_count, .. } => Received {
-                rows: out.ptr,
-                desc: src_info.ptr,
-                set: RowSet {
-                    groups: a.local,
-                    counts: recv_count.ptr,
-                    count0: 0,
-                    group_rows: (a.ranks as usize * c.max_tokens) as u64,
-                },
-                y: self.y.ptr,
-                scale: 0,
-                keep: vec![],
-            },
-            Parts::Ht { recv, .. } => {
-                // Rows arrive in reference order (check_layout compares the descriptors that came
-                // with them); the expert weights each row by this rank's share of the token.
-                let rows = layout.ht_rows(me);
-                let descs: Vec<u32> = rows.iter().map(|r| r.desc).collect();
-                let scale: Vec<f32> = rows.iter().map(|r| r.weight.iter().sum()).collect();
-                let (descs, scale) = (Buf::upload(c.gpu, &descs)?, Buf::upload(c.gpu, &scale)?);
-                Received {
-                    rows: recv.ptr(),
-                    desc: descs.ptr,
-                    set: RowSet {
-                        groups: 1,
-                        counts: 0,
-                        count0: rows.len() as i32,
-                        group_rows: rows.len().max(1) as u64,
-                    },
-                    y: self.y.ptr,
-                    scale: scale.ptr,
-                    keep: vec![descs, scale],
-                }
+            Parts::Ll { out, src_info, recv_count, .. } => {
+                ll_received(c, &inp.args, out, src_info, recv_count, self.y.ptr)
             }
+            Parts::Ht { recv, .. } => ht_received(c, layout, recv.ptr(), self.y.ptr)?,
         })
     }
 
     fn check_layout(&self, c: &Ctx, inp: &Inputs, layout: &Layout) -> Result<u64> {
-        let a = inp.args;
-        let me = c.boot.rank();
-        let mut wrong = 0u64;
         match &self.parts {
-            Parts::Ll { src_info, recv_count, .. } => {
-                // Arrival order inside an (expert, source) segment is not deterministic: compare
-                // each expert's rows as sorted lists.
-                let want = layout.expert_rows(me);
-                let counts = recv_count.read::<i32>(c.gpu, a.local as usize)?;
-                let cap = a.ranks as usize * c.max_tokens;
-                let info = src_info.read::<u32>(c.gpu, a.local as usize * cap)?;
-                for (le, w) in want.iter().enumerate() {
-                    let n = (counts[le].max(0) as usize).min(cap);
-                    let mut got = info[le * cap..le * cap + n].to_vec();
-                    got.sort_unstable();
-                    wrong += diff(&got, w);
-                }
-            }
-            Parts::Ht { recv, offs, .. } => {
-                let want = layout.ht_rows(me);
-                let n = offs.read::<i32>(c.gpu, a.ranks as usize + 1)?[a.ranks as usize].max(0) as usize;
-                let k = a.topk as usize;
-                let mb = ht_meta_bytes(k);
-                let base = recv.ptr() + ht_meta_offset(c, &a);
-                let n_read = n.min(a.ranks as usize * c.max_tokens);
-                let meta = device::read::<u8>(c.gpu, base, n_read * mb)?;
-                wrong += n.abs_diff(want.len()) as u64;
-                for (i, w) in want.iter().enumerate().take(n_read) {
-                    let m = &meta[i * mb..(i + 1) * mb];
-                    let word = |j: usize| u32::from_le_bytes(m[j * 4..j * 4 + 4].try_into().unwrap());
-                    let ok = word(0) == w.desc
-                        && (0..k).all(|j| word(1 + j) as i32 == w.local_idx[j])
-                        && (0..k).all(|j| f32::from_bits(word(1 + k + j)) == w.weight[j]);
-                    wrong += !ok as u64;
-                }
-            }
+            Parts::Ll { src_info, recv_count, .. } => ll_check(c, &inp.args, layout, src_info, recv_count),
+            Parts::Ht { recv, offs, .. } => ht_check(c, &inp.args, layout, offs, recv.ptr()),
         }
-        Ok(wrong)
     }
 
     fn sms(&self) -> Option<u32> {
@@ -326,6 +260,79 @@ impl EpImpl for Nvl {
             })
             .collect()
     }
+}
+
+/// LL dispatch output (shared with the GIN impls): rows packed per local expert in `out`, their
+/// descriptors in `src_info`, rows per expert in `recv_count`.
+pub fn ll_received(c: &Ctx, a: &Args, out: &Buf, src_info: &Buf, recv_count: &Buf, y: u64) -> Received {
+    Received {
+        rows: out.ptr,
+        desc: src_info.ptr,
+        set: RowSet {
+            groups: a.local,
+            counts: recv_count.ptr,
+            count0: 0,
+            group_rows: (a.ranks as usize * c.max_tokens) as u64,
+        },
+        y,
+        scale: 0,
+        keep: vec![],
+    }
+}
+
+/// LL layout check: arrival order inside an (expert, source) segment is not deterministic, so
+/// each expert's rows are compared as sorted lists.
+pub fn ll_check(c: &Ctx, a: &Args, layout: &Layout, src_info: &Buf, recv_count: &Buf) -> Result<u64> {
+    let want = layout.expert_rows(c.boot.rank());
+    let counts = recv_count.read::<i32>(c.gpu, a.local as usize)?;
+    let cap = a.ranks as usize * c.max_tokens;
+    let info = src_info.read::<u32>(c.gpu, a.local as usize * cap)?;
+    let mut wrong = 0;
+    for (le, w) in want.iter().enumerate() {
+        let n = (counts[le].max(0) as usize).min(cap);
+        let mut got = info[le * cap..le * cap + n].to_vec();
+        got.sort_unstable();
+        wrong += diff(&got, w);
+    }
+    Ok(wrong)
+}
+
+/// HT dispatch output (shared with the GIN impls): rows in reference order at `recv`, so the
+/// descriptors and the expert's weights (this rank's share of each token) come from the
+/// reference; check_layout compares the descriptors that came with the rows.
+pub fn ht_received(c: &Ctx, layout: &Layout, recv: u64, y: u64) -> Result<Received> {
+    let rows = layout.ht_rows(c.boot.rank());
+    let descs: Vec<u32> = rows.iter().map(|r| r.desc).collect();
+    let scale: Vec<f32> = rows.iter().map(|r| r.weight.iter().sum()).collect();
+    let (descs, scale) = (Buf::upload(c.gpu, &descs)?, Buf::upload(c.gpu, &scale)?);
+    Ok(Received {
+        rows: recv,
+        desc: descs.ptr,
+        set: RowSet { groups: 1, counts: 0, count0: rows.len() as i32, group_rows: rows.len().max(1) as u64 },
+        y,
+        scale: scale.ptr,
+        keep: vec![descs, scale],
+    })
+}
+
+/// HT layout check: the row count from the notify (`offs[R]`) and every row's metadata, in order.
+pub fn ht_check(c: &Ctx, a: &Args, layout: &Layout, offs: &Buf, recv: u64) -> Result<u64> {
+    let want = layout.ht_rows(c.boot.rank());
+    let n = offs.read::<i32>(c.gpu, a.ranks as usize + 1)?[a.ranks as usize].max(0) as usize;
+    let k = a.topk as usize;
+    let mb = ht_meta_bytes(k);
+    let n_read = n.min(a.ranks as usize * c.max_tokens);
+    let meta = device::read::<u8>(c.gpu, recv + ht_meta_offset(c, a), n_read * mb)?;
+    let mut wrong = n.abs_diff(want.len()) as u64;
+    for (i, w) in want.iter().enumerate().take(n_read) {
+        let m = &meta[i * mb..(i + 1) * mb];
+        let word = |j: usize| u32::from_le_bytes(m[j * 4..j * 4 + 4].try_into().unwrap());
+        let ok = word(0) == w.desc
+            && (0..k).all(|j| word(1 + j) as i32 == w.local_idx[j])
+            && (0..k).all(|j| f32::from_bits(word(1 + k + j)) == w.weight[j]);
+        wrong += !ok as u64;
+    }
+    Ok(wrong)
 }
 
 /// Entries of `want` missing from `got` plus entries of `got` not wanted (both sorted).

@@ -17,6 +17,10 @@ Modes: ll (fixed capacity per (expert, source), no host sync, CUDA-graph captura
 f32 scale per 128 channels (-d); combine is BF16 (fp32 accumulation). In HT mode FP8 input is
 quantized before timing (as DeepEP's HT takes FP8 input); in LL mode quantization is timed.
 
+Impls (--list-impls): gin and hybrid need GIN (their rows are skipped with the reason where NCCL
+has none); gin-emu and hybrid-emu run the same kernels on --emulate-nodes N virtual nodes of one
+host, with GIN emulated over NVLink between them.
+
 Bandwidth is DeepEP's logical definition (named in the JSON as bw_definition); wire_bytes are the
 bytes one rank really sends to other ranks, by link class.
 

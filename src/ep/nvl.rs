@@ -1,6 +1,7 @@
 //! `nvl`: dispatch and combine over NVLink through NCCL's device API (LSA), both modes.
 //! LL: fixed per-(expert, source) slots, no host sync, CUDA-graph capturable; HT: count
-//! exchange, then each token once per destination rank, straight to its final row.
+//! exchange, then each token once per destination rank, straight to its final row; HT combine
+//! reads each token's partial rows in place from the ranks' expert output.
 use super::device::{self, grid, one_cta_per_sm, Args, Buf, Inputs, LayoutBufs, RowSet};
 use super::metrics::{Mode, Phase};
 use super::reference::{Layout, Traffic};
@@ -53,7 +54,6 @@ enum Parts {
     },
     Ht {
         recv: SymBuffer,
-        cbuf: SymBuffer,
         layout: Box<LayoutBufs>,
         notify: CudaFunction,
         dispatch: Kernel,
@@ -71,8 +71,9 @@ pub struct Nvl {
     ctrl: SymBuffer,
     dstate: Buf,
     cstate: Buf,
-    /// Expert output (combine input), in the dispatch output's layout.
-    y: Buf,
+    /// Expert output (combine input), in the dispatch output's layout; a window, since HT
+    /// combine reads it from every rank.
+    y: SymBuffer,
     // Dropped last: the windows above belong to kernels using it.
     dev: DevComm,
 }
@@ -100,7 +101,7 @@ impl Nvl {
         let stream = &c.gpu.stream;
         let ctrl_bytes = match c.mode {
             Mode::Ll => 2 * l * r * 8 + 2 * r * 8,
-            Mode::Ht => 2 * r * (r + l) * 8 + 4 * r * 8,
+            Mode::Ht => 2 * r * (r + l) * 8 + 6 * r * 8,
         };
         let ctrl = SymBuffer::new(c.comm, ctrl_bytes, stream)?;
         let (parts, y_rows) = match c.mode {
@@ -124,7 +125,6 @@ impl Nvl {
             Mode::Ht => (
                 Parts::Ht {
                     recv: SymBuffer::new(c.comm, r * t * (row + ht_meta_bytes(k)), stream)?,
-                    cbuf: SymBuffer::new(c.comm, 2 * r * t * 2 * h, stream)?,
                     layout: Box::new(LayoutBufs::new(c.gpu, &a)?),
                     notify: c.gpu.function("ep", "gb_ep_ht_notify")?,
                     dispatch: Kernel::new(c, "gb_ep_ht_dispatch")?,
@@ -143,7 +143,7 @@ impl Nvl {
             ctrl,
             dstate: state(c)?,
             cstate: state(c)?,
-            y: Buf::zeros(c.gpu, y_rows * 2 * h)?,
+            y: SymBuffer::new(c.comm, y_rows * 2 * h, stream)?,
             dev,
         }))
     }
@@ -154,7 +154,7 @@ impl Nvl {
         match self.mode {
             // LL: counts, then combine flags.
             Mode::Ll => (0, 2 * l * r * 8, 0),
-            // HT: count matrix, dispatch flags, combine flags.
+            // HT: count matrix, dispatch flags, combine flags ("y ready", then "y read").
             Mode::Ht => {
                 let mat = 2 * r * (r + l) * 8;
                 (0, mat, mat + 2 * r * 8)
@@ -206,20 +206,18 @@ impl EpImpl for Nvl {
         let ctrl = self.ctrl.win as u64;
         match &self.parts {
             Parts::Ll { cbuf, combine, src_info, recv_count, .. } => {
-                let (cbuf, flags) = (cbuf.win as u64, o1 as u64);
+                let (cbuf, flags, y) = (cbuf.win as u64, o1 as u64, self.y.ptr());
                 let mut b = s.launch_builder(&combine.f);
-                b.arg(&a).arg(&self.y.ptr).arg(&src_info.ptr).arg(&recv_count.ptr).arg(&cbuf).arg(&ctrl);
+                b.arg(&a).arg(&y).arg(&src_info.ptr).arg(&recv_count.ptr).arg(&cbuf).arg(&ctrl);
                 b.arg(&flags).arg(&inp.idx.ptr).arg(&inp.weight.ptr).arg(&inp.out.ptr).arg(&self.cstate.ptr);
                 b.arg(&self.dev.raw);
                 unsafe { b.launch(grid(self.ctas, combine.smem)) }?;
             }
-            Parts::Ht { recv, cbuf, combine, offs, .. } => {
-                let meta = recv.ptr() + ht_meta_offset(c, &a);
-                let meta_bytes = ht_meta_bytes(a.topk as usize) as i32;
-                let (cbuf, flags) = (cbuf.win as u64, o2 as u64);
+            Parts::Ht { combine, offs, layout, .. } => {
+                let (y, ready, done) = (self.y.win as u64, o2 as u64, (o2 + 2 * a.ranks as usize * 8) as u64);
                 let mut b = s.launch_builder(&combine.f);
-                b.arg(&a).arg(&self.y.ptr).arg(&meta).arg(&meta_bytes).arg(&offs.ptr).arg(&cbuf).arg(&ctrl);
-                b.arg(&flags).arg(&inp.idx.ptr).arg(&inp.out.ptr).arg(&self.cstate.ptr).arg(&self.dev.raw);
+                b.arg(&a).arg(&y).arg(&offs.ptr).arg(&layout.tok_local.ptr).arg(&layout.chunk_base.ptr).arg(&ctrl);
+                b.arg(&ready).arg(&done).arg(&inp.idx.ptr).arg(&inp.out.ptr).arg(&self.cstate.ptr).arg(&self.dev.raw);
                 unsafe { b.launch(grid(self.ctas, combine.smem)) }?;
             }
         }
@@ -229,9 +227,9 @@ impl EpImpl for Nvl {
     fn received(&self, c: &Ctx, inp: &Inputs, layout: &Layout) -> Result<Received> {
         Ok(match &self.parts {
             Parts::Ll { out, src_info, recv_count, .. } => {
-                ll_received(c, &inp.args, out, src_info, recv_count, self.y.ptr)
+                ll_received(c, &inp.args, out, src_info, recv_count, self.y.ptr())
             }
-            Parts::Ht { recv, .. } => ht_received(c, layout, recv.ptr(), self.y.ptr)?,
+            Parts::Ht { recv, .. } => ht_received(c, layout, recv.ptr(), self.y.ptr())?,
         })
     }
 
@@ -256,7 +254,8 @@ impl EpImpl for Nvl {
                 (Mode::Ll, Phase::Dispatch) => tr.selections_to[d] as u64 * (16 + row) + 8 * l,
                 (Mode::Ll, Phase::Combine) => tr.selections_from[d] as u64 * h2 + 8,
                 (Mode::Ht, Phase::Dispatch) => tr.tokens_to[d] as u64 * (row + meta) + 8 * (r + l) + 8,
-                (Mode::Ht, Phase::Combine) => tr.tokens_from[d] as u64 * h2 + 8,
+                // Pulled by d: the rows this rank holds for d cross the link towards d.
+                (Mode::Ht, Phase::Combine) => tr.tokens_from[d] as u64 * h2 + 16,
             })
             .collect()
     }

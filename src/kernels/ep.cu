@@ -378,9 +378,9 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 // ---------------------------------------------------------------------------------------------
 // nvl impl, high throughput. Symmetric windows on every rank:
 //   recv:  [R*maxT][row] rows, then [R*maxT][meta] (descriptor, K local expert indices, K weights)
-//   ctrl:  count matrix [2][R][R + L] u64 at mat_off, dispatch flags [2][R] at dflags_off,
-//          combine flags [2][R] at cflags_off
-//   cbuf:  [2][R][maxT][H] BF16, one partial row per (rank, token)
+//   ctrl:  count matrix [2][R][R + L] u64 at mat_off, dispatch flags [2][R], combine "y ready"
+//          and "y read" flags [2][R] each
+//   y:     [R*maxT][H] BF16 expert output, rows as received (the combine reads it in place)
 // Rows arrive in (source rank, token) order: deterministic.
 
 // Notify (one CTA): every rank sends its tokens-per-rank row and, to each rank, its counts for
@@ -460,33 +460,24 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   end_epoch(state, epoch);
 }
 
-// Combine: a warp per received row sends it (already weighted by this rank's experts) to slot
-// (this rank, token) of its source; the last CTA flags every rank; every CTA waits for all flags
-// and sums each token's partial rows from the ranks it went to (fp32 -> BF16).
+// Combine (pull): every rank's expert output y is a symmetric window, rows in receive order, so
+// the row rank d holds for (this rank, token t) is offs[d] + t's position among this rank's tokens
+// bound for d. CTA 0 flags every rank that this rank's y (written before this launch) is ready;
+// once every rank's flag is in, warps read each token's partial rows (already weighted by that
+// rank's experts) straight from the ranks it went to and sum them (fp32 -> BF16). Reading in
+// place saves the send phase and a write and re-read of every row; a second exchange at the end
+// tells every rank that no one reads its y any more, so its next expert pass may overwrite it.
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
-    gb_ep_ht_combine(EpArgs a, const __nv_bfloat16* y, const uint8_t* meta, int meta_bytes, const int* offs,
-                     ncclWindow_t cbuf, ncclWindow_t ctrl, size_t flags_off, const int* idx, __nv_bfloat16* out,
+    gb_ep_ht_combine(EpArgs a, ncclWindow_t ywin, const int* offs, const int* tok_local, const int* chunk_base,
+                     ncclWindow_t ctrl, size_t ready_off, size_t done_off, const int* idx, __nv_bfloat16* out,
                      uint32_t* state, ncclDevComm dc) {
-  const uint32_t epoch = begin_epoch(state), par = epoch & 1;
-  const int lane = threadIdx.x & 31, R = a.ranks, H = a.hidden;
-  const size_t rowb = 2 * size_t(H);
-  auto slot_off = [&](int src, int t) { return ((size_t(par) * R + src) * a.max_tokens + t) * rowb; };
-  // Rows go back to their sources. Received rows are grouped by source, so walking them in order
-  // would have every rank send to the same rank at once (incast); item i goes to source
-  // (i + rank) % R instead, so at any moment the ranks' destinations differ.
-  const int* first = offs + R + 1;
-  int most = 0;
-  for (int s = 0; s < R; s++) most = max(most, first[s + 1] - first[s]);
-  for (int item = warp_id(); item < most * R; item += warp_count()) {
-    const int src = (item + a.rank) % R, r = first[src] + item / R;
-    if (r >= first[src + 1]) continue;
-    const uint32_t d = *(const uint32_t*)(meta + size_t(r) * meta_bytes);
-    uint8_t* dst = lane == 0 ? (uint8_t*)ncclGetLsaPointer(cbuf, slot_off(a.rank, (d >> 4) & 0xffff), d >> 20) : nullptr;
-    warp_send(dst, y + size_t(r) * H, int(rowb), lane);
-  }
-  flag_all_then_wait(a, ctrl, flags_off, state, epoch, true, FlagPeers{0, a.ranks, 0});
+  const uint32_t epoch = begin_epoch(state);
+  const int lane = threadIdx.x & 31, R = a.ranks, H = a.hidden, keys = a.experts + R;
+  const FlagPeers all{0, R, 0};
+  if (blockIdx.x == 0) flag_peers(a, ctrl, ready_off, epoch, all);
+  wait_peers(a, ctrl, ready_off, epoch, all);
+  __syncthreads();
 
-  const __nv_bfloat16* slots = (const __nv_bfloat16*)ncclGetLocalPointer(cbuf, 0);
   const int segs = red_segments(H);
   for (int item = warp_id(); item < a.tokens * segs; item += warp_count()) {
     const int t = item / segs, seg = item % segs;
@@ -498,8 +489,14 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
       const int dj = __shfl_sync(~0u, d, j);
       first &= !(j < lane && dj == d);
     }
-    warp_reduce(out + size_t(t) * H, first ? slots + slot_off(d, t) / 2 : nullptr, 1.f, H / 8, seg * 32 * EP_RED,
-                lane);
+    const __nv_bfloat16* src = nullptr;
+    if (first) {
+      const size_t r = size_t(offs[d]) + chunk_base[size_t(t / EP_CHUNK) * keys + a.experts + d] +
+                       tok_local[size_t(t) * R + d];
+      src = (const __nv_bfloat16*)ncclGetLsaPointer(ywin, r * 2 * H, d);
+    }
+    warp_reduce(out + size_t(t) * H, src, 1.f, H / 8, seg * 32 * EP_RED, lane);
   }
+  flag_all_then_wait(a, ctrl, done_off, state, epoch, false, all);
   end_epoch(state, epoch);
 }

@@ -129,22 +129,37 @@ __device__ __forceinline__ void warp_send(uint8_t* my_dst, const void* src, int 
 // the row, EP_RED independent loads per lane and source, so that a few tokens still keep many
 // loads in flight (the reduction is latency-bound, not bandwidth-bound).
 #define EP_RED 4
+#define EP_BATCH 4  // sources whose loads are issued before any is accumulated
 __device__ __forceinline__ void warp_reduce(__nv_bfloat16* out, const __nv_bfloat16* my_src, float my_w, int vecs,
                                             int v0, int lane) {
   float acc[EP_RED][8] = {};
-  for (unsigned m = __ballot_sync(~0u, my_src != nullptr); m; m &= m - 1) {
-    const int j = __ffs(m) - 1;
-    const uint4* p = (const uint4*)__shfl_sync(~0u, (unsigned long long)my_src, j);
-    const float wj = __shfl_sync(~0u, my_w, j);
-    uint4 u[EP_RED];
+  unsigned m = __ballot_sync(~0u, my_src != nullptr);
+  while (m) {
+    // Up to EP_BATCH sources at once: EP_BATCH x EP_RED loads in flight per lane, which hides
+    // the latency of rows read from peers over NVLink as well as of local ones.
+    uint4 u[EP_BATCH][EP_RED];
+    float wb[EP_BATCH];
+    int nb = 0;
 #pragma unroll
-    for (int r = 0; r < EP_RED; r++) {
-      const int v = v0 + r * 32 + lane;
-      if (v < vecs) u[r] = p[v];
+    for (int b = 0; b < EP_BATCH; b++) {
+      if (!m) break;
+      const int j = __ffs(m) - 1;
+      m &= m - 1;
+      const uint4* p = (const uint4*)__shfl_sync(~0u, (unsigned long long)my_src, j);
+      wb[b] = __shfl_sync(~0u, my_w, j);
+#pragma unroll
+      for (int r = 0; r < EP_RED; r++) {
+        const int v = v0 + r * 32 + lane;
+        if (v < vecs) u[b][r] = p[v];
+      }
+      nb = b + 1;
     }
 #pragma unroll
-    for (int r = 0; r < EP_RED; r++)
-      if (v0 + r * 32 + lane < vecs) accumulate8(acc[r], u[r], wj);
+    for (int b = 0; b < EP_BATCH; b++)
+      if (b < nb)
+#pragma unroll
+        for (int r = 0; r < EP_RED; r++)
+          if (v0 + r * 32 + lane < vecs) accumulate8(acc[r], u[b][r], wb[b]);
   }
 #pragma unroll
   for (int r = 0; r < EP_RED; r++) {

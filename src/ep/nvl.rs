@@ -1,7 +1,7 @@
 //! `nvl`: dispatch and combine over NVLink through NCCL's device API (LSA), both modes.
 //! LL: fixed per-(expert, source) slots, no host sync, CUDA-graph capturable; HT: count
-//! exchange, then each token once per destination rank, straight to its final row; HT combine
-//! reads each token's partial rows in place from the ranks' expert output.
+//! exchange, then each token once per destination rank, straight to its final row. Both combines
+//! read each token's rows in place from the ranks' expert output (a symmetric window).
 use super::device::{self, grid, one_cta_per_sm, Args, Buf, Inputs, LayoutBufs, RowSet};
 use super::metrics::{Mode, Phase};
 use super::reference::{Layout, Traffic};
@@ -43,14 +43,14 @@ fn state(c: &Ctx) -> Result<Buf> {
 enum Parts {
     Ll {
         stage: SymBuffer,
-        cbuf: SymBuffer,
         dispatch: Kernel,
         combine: Kernel,
         sent: Buf,
+        /// Slot each selection of this rank claimed at its expert's rank.
+        sel_slot: Buf,
         out: Buf,
         src_info: Buf,
         recv_count: Buf,
-        ranges: Buf,
     },
     Ht {
         recv: SymBuffer,
@@ -71,8 +71,8 @@ pub struct Nvl {
     ctrl: SymBuffer,
     dstate: Buf,
     cstate: Buf,
-    /// Expert output (combine input), in the dispatch output's layout; a window, since HT
-    /// combine reads it from every rank.
+    /// Expert output (combine input), in the dispatch output's layout; a window, since combine
+    /// reads it from every rank.
     y: SymBuffer,
     // Dropped last: the windows above belong to kernels using it.
     dev: DevComm,
@@ -100,8 +100,8 @@ impl Nvl {
         let row = a.row as usize;
         let stream = &c.gpu.stream;
         let ctrl_bytes = match c.mode {
-            Mode::Ll => 2 * l * r * 8 + 2 * r * 8,
-            Mode::Ht => 2 * r * (r + l) * 8 + 6 * r * 8,
+            Mode::Ll => 2 * l * r * 8 + 2 * r * 8 + l * r * 8,
+            Mode::Ht => 2 * r * (r + l) * 8 + 4 * r * 8,
         };
         let ctrl = SymBuffer::new(c.comm, ctrl_bytes, stream)?;
         let (parts, y_rows) = match c.mode {
@@ -110,14 +110,13 @@ impl Nvl {
                 (
                     Parts::Ll {
                         stage: SymBuffer::new(c.comm, 2 * l * cap * (16 + row), stream)?,
-                        cbuf: SymBuffer::new(c.comm, 2 * k * t * 2 * h, stream)?,
                         dispatch: Kernel::new(c, "gb_ep_ll_dispatch")?,
                         combine: Kernel::new(c, "gb_ep_ll_combine")?,
                         sent: Buf::zeros(c.gpu, 4 * a.experts as usize)?,
+                        sel_slot: Buf::zeros(c.gpu, 4 * t * k)?,
                         out: Buf::zeros(c.gpu, l * cap * row)?,
                         src_info: Buf::zeros(c.gpu, l * cap * 4)?,
                         recv_count: Buf::zeros(c.gpu, l * 4)?,
-                        ranges: Buf::zeros(c.gpu, l * r * 8)?,
                     },
                     l * cap,
                 )
@@ -152,9 +151,9 @@ impl Nvl {
     fn ctrl_offsets(&self, a: &Args) -> (usize, usize, usize) {
         let (l, r) = (a.local as usize, a.ranks as usize);
         match self.mode {
-            // LL: counts, then combine flags.
-            Mode::Ll => (0, 2 * l * r * 8, 0),
-            // HT: count matrix, dispatch flags, combine flags ("y ready", then "y read").
+            // LL: counts, combine flags, ranges (read by the sources' combine).
+            Mode::Ll => (0, 2 * l * r * 8, 2 * l * r * 8 + 2 * r * 8),
+            // HT: count matrix, dispatch flags, combine flags.
             Mode::Ht => {
                 let mat = 2 * r * (r + l) * 8;
                 (0, mat, mat + 2 * r * 8)
@@ -167,15 +166,15 @@ impl EpImpl for Nvl {
     fn dispatch(&self, c: &Ctx, inp: &Inputs) -> Result<()> {
         let a = inp.args;
         let s = &c.gpu.stream;
-        let (o0, o1, _) = self.ctrl_offsets(&a);
+        let (o0, o1, o2) = self.ctrl_offsets(&a);
         let ctrl = self.ctrl.win as u64;
         match &self.parts {
-            Parts::Ll { stage, dispatch, sent, out, src_info, recv_count, ranges, .. } => {
-                let (stage, counts) = (stage.win as u64, o0 as u64);
+            Parts::Ll { stage, dispatch, sent, sel_slot, out, src_info, recv_count, .. } => {
+                let (stage, counts, ranges) = (stage.win as u64, o0 as u64, self.ctrl.ptr() + o2 as u64);
                 let mut b = s.launch_builder(&dispatch.f);
                 b.arg(&a).arg(&inp.idx.ptr).arg(&inp.rows).arg(&stage).arg(&ctrl).arg(&counts);
-                b.arg(&self.dstate.ptr).arg(&sent.ptr).arg(&out.ptr).arg(&src_info.ptr);
-                b.arg(&recv_count.ptr).arg(&ranges.ptr).arg(&self.dev.raw);
+                b.arg(&self.dstate.ptr).arg(&sent.ptr).arg(&sel_slot.ptr).arg(&out.ptr).arg(&src_info.ptr);
+                b.arg(&recv_count.ptr).arg(&ranges).arg(&self.dev.raw);
                 unsafe { b.launch(grid(self.ctas, dispatch.smem)) }?;
             }
             Parts::Ht { recv, layout, notify, dispatch, nstate, offs, recv_per_expert, .. } => {
@@ -205,19 +204,18 @@ impl EpImpl for Nvl {
         let (_, o1, o2) = self.ctrl_offsets(&a);
         let ctrl = self.ctrl.win as u64;
         match &self.parts {
-            Parts::Ll { cbuf, combine, src_info, recv_count, .. } => {
-                let (cbuf, flags, y) = (cbuf.win as u64, o1 as u64, self.y.ptr());
+            Parts::Ll { combine, sel_slot, .. } => {
+                let (y, ranges, ready) = (self.y.win as u64, o2 as u64, o1 as u64);
                 let mut b = s.launch_builder(&combine.f);
-                b.arg(&a).arg(&y).arg(&src_info.ptr).arg(&recv_count.ptr).arg(&cbuf).arg(&ctrl);
-                b.arg(&flags).arg(&inp.idx.ptr).arg(&inp.weight.ptr).arg(&inp.out.ptr).arg(&self.cstate.ptr);
-                b.arg(&self.dev.raw);
+                b.arg(&a).arg(&y).arg(&ctrl).arg(&ranges).arg(&ready).arg(&sel_slot.ptr).arg(&inp.idx.ptr);
+                b.arg(&inp.weight.ptr).arg(&inp.out.ptr).arg(&self.cstate.ptr).arg(&self.dev.raw);
                 unsafe { b.launch(grid(self.ctas, combine.smem)) }?;
             }
             Parts::Ht { combine, offs, layout, .. } => {
-                let (y, ready, done) = (self.y.win as u64, o2 as u64, (o2 + 2 * a.ranks as usize * 8) as u64);
+                let (y, ready) = (self.y.win as u64, o2 as u64);
                 let mut b = s.launch_builder(&combine.f);
                 b.arg(&a).arg(&y).arg(&offs.ptr).arg(&layout.tok_local.ptr).arg(&layout.chunk_base.ptr).arg(&ctrl);
-                b.arg(&ready).arg(&done).arg(&inp.idx.ptr).arg(&inp.out.ptr).arg(&self.cstate.ptr).arg(&self.dev.raw);
+                b.arg(&ready).arg(&inp.idx.ptr).arg(&inp.out.ptr).arg(&self.cstate.ptr).arg(&self.dev.raw);
                 unsafe { b.launch(grid(self.ctas, combine.smem)) }?;
             }
         }
@@ -249,13 +247,16 @@ impl EpImpl for Nvl {
         let (row, h2) = (a.row as u64, 2 * a.hidden as u64);
         let (l, r) = (a.local as u64, a.ranks as u64);
         let meta = ht_meta_bytes(a.topk as usize) as u64;
+        let segs = (a.hidden as u64 / 8).div_ceil(32 * device::RED_VECS);
         (0..c.boot.size())
             .map(|d| match (self.mode, phase) {
                 (Mode::Ll, Phase::Dispatch) => tr.selections_to[d] as u64 * (16 + row) + 8 * l,
-                (Mode::Ll, Phase::Combine) => tr.selections_from[d] as u64 * h2 + 8,
+                // Pulled by d: the rows cross the link towards d, each (selection, reduction
+                // segment) with its 8-byte segment range.
+                (Mode::Ll, Phase::Combine) => tr.selections_from[d] as u64 * (h2 + 8 * segs) + 8,
                 (Mode::Ht, Phase::Dispatch) => tr.tokens_to[d] as u64 * (row + meta) + 8 * (r + l) + 8,
                 // Pulled by d: the rows this rank holds for d cross the link towards d.
-                (Mode::Ht, Phase::Combine) => tr.tokens_from[d] as u64 * h2 + 16,
+                (Mode::Ht, Phase::Combine) => tr.tokens_from[d] as u64 * h2 + 8,
             })
             .collect()
     }

@@ -249,8 +249,9 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 // ---------------------------------------------------------------------------------------------
 // nvl impl, low latency. Symmetric windows on every rank:
 //   stage:  [2][L][R][maxT][16 + row]  (16-byte header: descriptor)
-//   ctrl:   counts [2][L][R] u64 at ll_counts, combine flags [2][R] u64 at ll_flags
-//   cbuf:   [2][K][maxT][H] BF16, combine slots of this rank's tokens
+//   ctrl:   counts [2][L][R] u64, combine "y ready" flags [2][R] u64, ranges [L][R] int2
+//           (first packed row and rows per (local expert, source), read by the sources' combine)
+//   y:      [L][R*maxT][H] BF16 expert output in the packed layout (the combine reads it in place)
 // Launch e uses buffer e % 2. Two suffice: a rank starts launch e + 2 only after it received
 // launch e + 1 from every peer, which each peer sends only after it finished launch e.
 
@@ -260,8 +261,8 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 // source order into out [L][R*maxT][row] with descriptors, counts and (begin, count) ranges.
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_ep_ll_dispatch(EpArgs a, const int* idx, const uint8_t* x, ncclWindow_t stage_win, ncclWindow_t ctrl,
-                      size_t counts_off, uint32_t* state, uint32_t* sent, uint8_t* out, uint32_t* src_info,
-                      int* recv_count, int2* ranges, ncclDevComm dc) {
+                      size_t counts_off, uint32_t* state, uint32_t* sent, int* sel_slot, uint8_t* out,
+                      uint32_t* src_info, int* recv_count, int2* ranges, ncclDevComm dc) {
   const uint32_t epoch = begin_epoch(state), par = epoch & 1;
   const int lane = threadIdx.x & 31, L = a.local, R = a.ranks;
   const size_t slot = 16 + size_t(a.row), seg = size_t(a.max_tokens) * slot;
@@ -275,6 +276,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     uint8_t* dst = nullptr;
     if (lane == 0) {
       const uint32_t n = atomicAdd(&sent[e], 1u);
+      sel_slot[s] = int(n);  // where combine finds the expert's output for this selection
       dst = (uint8_t*)ncclGetLsaPointer(stage_win, seg_off(e % L, a.rank) + n * slot, e / L);
       *(uint4*)dst = make_uint4(gb_ep_desc(a.rank, t, k), 0, 0, 0);
       dst += 16;
@@ -321,56 +323,38 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   end_epoch(state, epoch);
 }
 
-// Combine: a warp per packed row sends the expert output back to slot (k, token) of the token's
-// rank; the last CTA flags every rank; every CTA waits for all flags, then reduces its tokens
-// with the top-k weights (fp32 -> BF16). y is [L][R*maxT][H] like the dispatch output.
+// Combine (pull): y [L][R*maxT][H] is a symmetric window in the packed layout, so the output for
+// this rank's selection (t, k) of expert e sits on e's rank at row (e % L) x R*maxT + the first
+// row of this rank's segment there (its `ranges`, in the control window) + the slot the selection
+// claimed in dispatch. CTA 0 flags every rank that this rank's y is ready; once every flag is in,
+// warps read each token's rows over NVLink and reduce them with the top-k weights (fp32 -> BF16).
+// No closing exchange: a rank rewrites y only in the expert pass after its next dispatch, which
+// cannot finish before every rank has finished this combine (it waits for their next counts).
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
-    gb_ep_ll_combine(EpArgs a, const __nv_bfloat16* y, const uint32_t* src_info, const int* recv_count,
-                     ncclWindow_t cbuf, ncclWindow_t ctrl, size_t flags_off, const int* idx, const float* w,
-                     __nv_bfloat16* out, uint32_t* state, ncclDevComm dc) {
-  extern __shared__ int smem[];  // [L + 1] row prefix over local experts
-  const uint32_t epoch = begin_epoch(state), par = epoch & 1;
+    gb_ep_ll_combine(EpArgs a, ncclWindow_t ywin, ncclWindow_t ctrl, size_t ranges_off, size_t ready_off,
+                     const int* sel_slot, const int* idx, const float* w, __nv_bfloat16* out, uint32_t* state,
+                     ncclDevComm dc) {
+  const uint32_t epoch = begin_epoch(state);
   const int lane = threadIdx.x & 31, L = a.local, R = a.ranks, H = a.hidden;
-  const size_t rowb = 2 * size_t(H), cap = size_t(R) * a.max_tokens;
-  auto slot_off = [&](int k, int t) { return ((size_t(par) * a.topk + k) * a.max_tokens + t) * rowb; };
-  int* pre = smem;
-  if (threadIdx.x < 32) {  // exclusive prefix of the rows per local expert, 32 at a time
-    int run = 0;
-    for (int l0 = 0; l0 < L; l0 += 32) {
-      const int n = l0 + lane < L ? recv_count[l0 + lane] : 0;
-      int incl = n;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const int u = __shfl_up_sync(~0u, incl, o);
-        if (lane >= o) incl += u;
-      }
-      if (l0 + lane < L) pre[l0 + lane] = run + incl - n;
-      run += __shfl_sync(~0u, incl, 31);
-    }
-    if (lane == 0) pre[L] = run;
-  }
+  const size_t cap = size_t(R) * a.max_tokens;
+  const FlagPeers all{0, R, 0};
+  if (blockIdx.x == 0) flag_peers(a, ctrl, ready_off, epoch, all);
+  wait_peers(a, ctrl, ready_off, epoch, all);
   __syncthreads();
-  for (int g = warp_id(); g < pre[L]; g += warp_count()) {
-    int lo = 0, hi = L - 1;  // the expert whose rows hold g: last le with pre[le] <= g
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (pre[mid] <= g) lo = mid;
-      else hi = mid - 1;
-    }
-    const size_t r = lo * cap + (g - pre[lo]);
-    const uint32_t d = src_info[r];
-    uint8_t* dst = lane == 0 ? (uint8_t*)ncclGetLsaPointer(cbuf, slot_off(d & 0xf, (d >> 4) & 0xffff), d >> 20) : nullptr;
-    warp_send(dst, y + r * H, int(rowb), lane);
-  }
-  flag_all_then_wait(a, ctrl, flags_off, state, epoch, true, FlagPeers{0, a.ranks, 0});
 
-  const __nv_bfloat16* slots = (const __nv_bfloat16*)ncclGetLocalPointer(cbuf, 0);
   const int segs = red_segments(H);
   for (int item = warp_id(); item < a.tokens * segs; item += warp_count()) {
     const int t = item / segs, seg = item % segs;
-    const bool valid = lane < a.topk && idx[t * a.topk + lane] >= 0;
-    warp_reduce(out + size_t(t) * H, valid ? slots + slot_off(lane, t) / 2 : nullptr,
-                valid ? w[t * a.topk + lane] : 0.f, H / 8, seg * 32 * EP_RED, lane);
+    const int e = lane < a.topk ? idx[t * a.topk + lane] : -1;
+    const __nv_bfloat16* src = nullptr;
+    if (e >= 0) {
+      const int d = e / L, le = e % L;
+      const uint64_t rg = ld_acquire_sys_u64(
+          (const uint64_t*)ncclGetLsaPointer(ctrl, ranges_off + (size_t(le) * R + a.rank) * 8, d));
+      const size_t r = le * cap + int(uint32_t(rg)) + sel_slot[t * a.topk + lane];  // rg: int2 (first, count)
+      src = (const __nv_bfloat16*)ncclGetLsaPointer(ywin, r * 2 * H, d);
+    }
+    warp_reduce(out + size_t(t) * H, src, e >= 0 ? w[t * a.topk + lane] : 0.f, H / 8, seg * 32 * EP_RED, lane);
   }
   end_epoch(state, epoch);
 }
@@ -379,7 +363,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 // nvl impl, high throughput. Symmetric windows on every rank:
 //   recv:  [R*maxT][row] rows, then [R*maxT][meta] (descriptor, K local expert indices, K weights)
 //   ctrl:  count matrix [2][R][R + L] u64 at mat_off, dispatch flags [2][R], combine "y ready"
-//          and "y read" flags [2][R] each
+//          flags [2][R]
 //   y:     [R*maxT][H] BF16 expert output, rows as received (the combine reads it in place)
 // Rows arrive in (source rank, token) order: deterministic.
 
@@ -465,11 +449,12 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 // bound for d. CTA 0 flags every rank that this rank's y (written before this launch) is ready;
 // once every rank's flag is in, warps read each token's partial rows (already weighted by that
 // rank's experts) straight from the ranks it went to and sum them (fp32 -> BF16). Reading in
-// place saves the send phase and a write and re-read of every row; a second exchange at the end
-// tells every rank that no one reads its y any more, so its next expert pass may overwrite it.
+// place saves the send phase and a write and re-read of every row. No closing exchange: a rank
+// rewrites y only in the expert pass after its next dispatch, which cannot finish before every
+// rank has finished this combine (its last CTA waits for every rank's next flags).
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_ep_ht_combine(EpArgs a, ncclWindow_t ywin, const int* offs, const int* tok_local, const int* chunk_base,
-                     ncclWindow_t ctrl, size_t ready_off, size_t done_off, const int* idx, __nv_bfloat16* out,
+                     ncclWindow_t ctrl, size_t ready_off, const int* idx, __nv_bfloat16* out,
                      uint32_t* state, ncclDevComm dc) {
   const uint32_t epoch = begin_epoch(state);
   const int lane = threadIdx.x & 31, R = a.ranks, H = a.hidden, keys = a.experts + R;
@@ -497,6 +482,5 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     }
     warp_reduce(out + size_t(t) * H, src, 1.f, H / 8, seg * 32 * EP_RED, lane);
   }
-  flag_all_then_wait(a, ctrl, done_off, state, epoch, false, all);
   end_epoch(state, epoch);
 }

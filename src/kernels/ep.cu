@@ -300,6 +300,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   for (int w = warp_id(); w < groups * L; w += warp_count()) {
     const int le = w % L, g = w / L;
     const int n = lane < R ? int(wait_tag((const uint64_t*)ncclGetLocalPointer(ctrl, count_off(le, lane)), epoch)) : 0;
+    __syncwarp();  // every lane's later loads follow the lanes' acquires
     int incl = n;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {

@@ -75,11 +75,19 @@ __device__ __forceinline__ uint4 to_bf16x8(const float* acc) {
 }
 
 // A warp copies `bytes` (multiple of 16), EP_UNROLL 16-byte loads in flight per lane. PEER: the
-// source is written by peers during this kernel (system-scope loads, no stale L1 lines);
-// otherwise it is read-only for the kernel (non-coherent path).
+// source was written by peers during this kernel, and the warp has acquired the flag or count
+// that published it (then __syncwarp); the loads skip L1 allocation, so no line cached before
+// the peers wrote can be hit. Otherwise the source is read-only for the kernel (non-coherent
+// path).
 template <bool PEER>
 __device__ __forceinline__ uint4 ld16(const uint4* p) {
-  return PEER ? gb_ld_relaxed_sys_v4(p) : __ldg(p);
+  if (!PEER) return __ldg(p);
+  uint4 v;
+  asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
 }
 #define EP_UNROLL 8  // 16-byte loads in flight per lane
 template <bool PEER>

@@ -152,6 +152,7 @@ __device__ void ll_dispatch(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const 
       n = P.lsa(lane) ? int(wait_tag((const uint64_t*)ncclGetLocalPointer(b.ctrl, lsa_count_off(le, lane)), epoch))
                       : ld_acquire_sys_s32((const int*)ncclGetLocalPointer(b.ctrl, net_count_off(lane)) + le);
     net.waitSignal(ncclCoopWarp(), ll_sig_rows(a, par, le), rounds(epoch) * P.net_peers * a.max_tokens);
+    __syncwarp();  // every lane's later loads follow the lanes' acquires
     int incl = n;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {

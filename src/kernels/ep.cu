@@ -293,8 +293,8 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 
   // Pack: the warps split into groups of L (one warp per local expert per group; fewer warps
   // than experts loop); each warp waits for its expert's counts (lane j: source j, R <= 32),
-  // builds the source prefix with shuffles, and copies every group-th row. No CTA-wide
-  // synchronization.
+  // builds the source prefix with shuffles, and copies every group-th row, two at a time. No
+  // CTA-wide synchronization.
   const int groups = max(1, warp_count() / L);
   const size_t cap = size_t(R) * a.max_tokens;
   for (int w = warp_id(); w < groups * L; w += warp_count()) {
@@ -310,15 +310,24 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     const int total = __shfl_sync(~0u, incl, 31), begin = incl - n;
     if (g == 0 && lane < R) ranges[le * R + lane] = make_int2(begin, n);
     if (g == 0 && lane == 0) recv_count[le] = total;
-    for (int i = g; i < total; i += groups) {
+    // The staging slot of the expert's row i (16-byte header, then the row).
+    auto slot_of = [&](int i) {
       int src = 0;  // the source whose segment holds row i: last lane with begin <= i
       for (int j = 1; j < R; j++) src += __shfl_sync(~0u, begin, j) <= i;
       const int first = __shfl_sync(~0u, begin, src);
-      const uint8_t* from =
-          (const uint8_t*)ncclGetLocalPointer(stage_win, seg_off(le, src) + size_t(i - first) * slot);
-      const size_t r = le * cap + i;
-      if (lane == 0) src_info[r] = gb_ld_relaxed_sys_v4((const uint4*)from).x;
-      warp_copy<true>(out + r * a.row, from + 16, a.row, lane);
+      return (const uint8_t*)ncclGetLocalPointer(stage_win, seg_off(le, src) + size_t(i - first) * slot);
+    };
+    for (int i = g; i < total; i += 2 * groups) {  // two rows per step (warp_copy2)
+      const int i1 = i + groups;
+      const uint8_t* s0 = slot_of(i);
+      const uint8_t* s1 = i1 < total ? slot_of(i1) : nullptr;
+      // Lanes 0 and 1 load the descriptors with the rows and store them after, so their
+      // latency hides behind the copy.
+      const uint8_t* hdr = lane == 0 ? s0 : lane == 1 ? s1 : nullptr;
+      const uint32_t desc = hdr ? ld16<true>((const uint4*)hdr).x : 0;
+      warp_copy2<true>(out + (le * cap + i) * a.row, s0 + 16, s1 ? out + (le * cap + i1) * a.row : nullptr,
+                       s1 ? s1 + 16 : nullptr, a.row, lane);
+      if (hdr) src_info[le * cap + (lane == 0 ? i : i1)] = desc;
     }
   }
   end_epoch(state, epoch);

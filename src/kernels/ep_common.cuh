@@ -106,6 +106,36 @@ __device__ __forceinline__ void warp_copy(void* dst, const void* src, int bytes,
   for (; i < n; i += 32) d[i] = ld16<PEER>(s + i);
 }
 
+// Two rows at once (dst1 null: one): every batch loads both rows before storing either, so a warp
+// keeps 2 x EP_UNROLL loads in flight where its row copies would otherwise form a chain.
+template <bool PEER>
+__device__ __forceinline__ void warp_copy2(void* dst0, const void* src0, void* dst1, const void* src1, int bytes,
+                                           int lane) {
+  if (!dst1) return warp_copy<PEER>(dst0, src0, bytes, lane);
+  const uint4 *s0 = (const uint4*)src0, *s1 = (const uint4*)src1;
+  uint4 *d0 = (uint4*)dst0, *d1 = (uint4*)dst1;
+  const int n = bytes / 16;
+  for (int base = 0; base < n; base += 32 * EP_UNROLL) {
+    uint4 v0[EP_UNROLL], v1[EP_UNROLL];
+#pragma unroll
+    for (int u = 0; u < EP_UNROLL; u++) {
+      const int i = base + 32 * u + lane;
+      if (i < n) {
+        v0[u] = ld16<PEER>(s0 + i);
+        v1[u] = ld16<PEER>(s1 + i);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < EP_UNROLL; u++) {
+      const int i = base + 32 * u + lane;
+      if (i < n) {
+        d0[i] = v0[u];
+        d1[i] = v1[u];
+      }
+    }
+  }
+}
+
 // A warp sends one local row (`bytes`, multiple of 16) to up to 32 destinations: lane j holds
 // destination j (null: none). Each chunk (EP_UNROLL 16-byte loads per lane) is loaded once and
 // stored to every destination, so the row is read once and stores to different peers overlap.

@@ -353,18 +353,25 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   __syncthreads();
 
   const int segs = red_segments(H);
-  for (int item = warp_id(); item < a.tokens * segs; item += warp_count()) {
-    const int t = item / segs, seg = item % segs;
-    const int e = lane < a.topk ? idx[t * a.topk + lane] : -1;
-    const __nv_bfloat16* src = nullptr;
-    if (e >= 0) {
-      const int d = e / L, le = e % L;
-      const uint64_t rg = ld_acquire_sys_u64(
-          (const uint64_t*)ncclGetLsaPointer(ctrl, ranges_off + (size_t(le) * R + a.rank) * 8, d));
-      const size_t r = le * cap + int(uint32_t(rg)) + sel_slot[t * a.topk + lane];  // rg: int2 (first, count)
-      src = (const __nv_bfloat16*)ncclGetLsaPointer(ywin, r * 2 * H, d);
+  const int2 span = warp_span(a.tokens * segs);
+  const __nv_bfloat16* src = nullptr;
+  float wk = 0.f;
+  for (int item = span.x, t = -1; item < span.y; item++) {
+    const int seg = item % segs;
+    if (item / segs != t) {  // a new token: its rows at the expert ranks
+      t = item / segs;
+      const int e = lane < a.topk ? idx[t * a.topk + lane] : -1;
+      src = nullptr;
+      if (e >= 0) {
+        const int d = e / L, le = e % L;
+        const uint64_t rg = ld_acquire_sys_u64(
+            (const uint64_t*)ncclGetLsaPointer(ctrl, ranges_off + (size_t(le) * R + a.rank) * 8, d));
+        const size_t r = le * cap + int(uint32_t(rg)) + sel_slot[t * a.topk + lane];  // rg: int2 (first, count)
+        src = (const __nv_bfloat16*)ncclGetLsaPointer(ywin, r * 2 * H, d);
+      }
+      wk = e >= 0 ? w[t * a.topk + lane] : 0.f;
     }
-    warp_reduce(out + size_t(t) * H, src, e >= 0 ? w[t * a.topk + lane] : 0.f, H / 8, seg * 32 * EP_RED, lane);
+    warp_reduce(out + size_t(t) * H, src, wk, H / 8, seg * 32 * EP_RED, lane);
   }
   end_epoch(state, epoch);
 }
@@ -474,21 +481,26 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   __syncthreads();
 
   const int segs = red_segments(H);
-  for (int item = warp_id(); item < a.tokens * segs; item += warp_count()) {
-    const int t = item / segs, seg = item % segs;
-    // Lane k holds rank d of selection k, unless an earlier selection already named d.
-    const int e = lane < a.topk ? idx[t * a.topk + lane] : -1;
-    const int d = e >= 0 ? e / a.local : -1;
-    bool first = d >= 0;
-    for (int j = 0; j < a.topk; j++) {
-      const int dj = __shfl_sync(~0u, d, j);
-      first &= !(j < lane && dj == d);
-    }
-    const __nv_bfloat16* src = nullptr;
-    if (first) {
-      const size_t r = size_t(offs[d]) + chunk_base[size_t(t / EP_CHUNK) * keys + a.experts + d] +
-                       tok_local[size_t(t) * R + d];
-      src = (const __nv_bfloat16*)ncclGetLsaPointer(ywin, r * 2 * H, d);
+  const int2 span = warp_span(a.tokens * segs);
+  const __nv_bfloat16* src = nullptr;
+  for (int item = span.x, t = -1; item < span.y; item++) {
+    const int seg = item % segs;
+    if (item / segs != t) {  // a new token: its partial rows, one per rank it went to
+      t = item / segs;
+      // Lane k holds rank d of selection k, unless an earlier selection already named d.
+      const int e = lane < a.topk ? idx[t * a.topk + lane] : -1;
+      const int d = e >= 0 ? e / a.local : -1;
+      bool first = d >= 0;
+      for (int j = 0; j < a.topk; j++) {
+        const int dj = __shfl_sync(~0u, d, j);
+        first &= !(j < lane && dj == d);
+      }
+      src = nullptr;
+      if (first) {
+        const size_t r = size_t(offs[d]) + chunk_base[size_t(t / EP_CHUNK) * keys + a.experts + d] +
+                         tok_local[size_t(t) * R + d];
+        src = (const __nv_bfloat16*)ncclGetLsaPointer(ywin, r * 2 * H, d);
+      }
     }
     warp_reduce(out + size_t(t) * H, src, 1.f, H / 8, seg * 32 * EP_RED, lane);
   }

@@ -270,3 +270,12 @@ __device__ bool flag_all_then_wait(const EpArgs& a, ncclWindow_t ctrl, size_t fl
 
 __device__ __forceinline__ int warp_id() { return int((blockIdx.x * blockDim.x + threadIdx.x) >> 5); }
 __device__ __forceinline__ int warp_count() { return int((gridDim.x * blockDim.x) >> 5); }
+
+// This warp's share of `items` work items as one contiguous span: items (token, segment) in a span
+// mostly share their token, so a warp resolves a token's source rows (index loads, for LL a
+// remote one) once for several segments, and the spans still differ by one item at most.
+__device__ __forceinline__ int2 warp_span(int items) {
+  const int per = (items + warp_count() - 1) / warp_count();
+  const int i0 = min(items, warp_id() * per);
+  return make_int2(i0, min(items, i0 + per));
+}

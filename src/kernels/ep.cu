@@ -296,39 +296,15 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   // builds the source prefix with shuffles, and copies every group-th row, two at a time. No
   // CTA-wide synchronization.
   const int groups = max(1, warp_count() / L);
-  const size_t cap = size_t(R) * a.max_tokens;
   for (int w = warp_id(); w < groups * L; w += warp_count()) {
     const int le = w % L, g = w / L;
     const int n = lane < R ? int(wait_tag((const uint64_t*)ncclGetLocalPointer(ctrl, count_off(le, lane)), epoch)) : 0;
-    __syncwarp();  // every lane's later loads follow the lanes' acquires
-    int incl = n;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int u = __shfl_up_sync(~0u, incl, o);
-      if (lane >= o) incl += u;
-    }
-    const int total = __shfl_sync(~0u, incl, 31), begin = incl - n;
-    if (g == 0 && lane < R) ranges[le * R + lane] = make_int2(begin, n);
-    if (g == 0 && lane == 0) recv_count[le] = total;
-    // The staging slot of the expert's row i (16-byte header, then the row).
-    auto slot_of = [&](int i) {
-      int src = 0;  // the source whose segment holds row i: last lane with begin <= i
-      for (int j = 1; j < R; j++) src += __shfl_sync(~0u, begin, j) <= i;
-      const int first = __shfl_sync(~0u, begin, src);
-      return (const uint8_t*)ncclGetLocalPointer(stage_win, seg_off(le, src) + size_t(i - first) * slot);
-    };
-    for (int i = g; i < total; i += 2 * groups) {  // two rows per step (warp_copy2)
-      const int i1 = i + groups;
-      const uint8_t* s0 = slot_of(i);
-      const uint8_t* s1 = i1 < total ? slot_of(i1) : nullptr;
-      // Lanes 0 and 1 load the descriptors with the rows and store them after, so their
-      // latency hides behind the copy.
-      const uint8_t* hdr = lane == 0 ? s0 : lane == 1 ? s1 : nullptr;
-      const uint32_t desc = hdr ? ld16<true>((const uint4*)hdr).x : 0;
-      warp_copy2<true>(out + (le * cap + i) * a.row, s0 + 16, s1 ? out + (le * cap + i1) * a.row : nullptr,
-                       s1 ? s1 + 16 : nullptr, a.row, lane);
-      if (hdr) src_info[le * cap + (lane == 0 ? i : i1)] = desc;
-    }
+    ll_pack_expert(
+        a, le, g, groups, n,
+        [&](int src, int j) {
+          return (const uint8_t*)ncclGetLocalPointer(stage_win, seg_off(le, src) + size_t(j) * slot);
+        },
+        out, src_info, recv_count, ranges, lane);
   }
   end_epoch(state, epoch);
 }
@@ -405,25 +381,8 @@ extern "C" __global__ void gb_ep_ht_notify(EpArgs a, const int* totals, ncclWind
   for (int i = threadIdx.x; i < R * W; i += blockDim.x)
     m[i] = int(wait_tag((const uint64_t*)ncclGetLocalPointer(ctrl, off(i / W, i % W)), epoch));
   __syncthreads();
-  for (int d = threadIdx.x; d < R; d += blockDim.x) {
-    int o = 0;
-    for (int s = 0; s < a.rank; s++) o += m[s * W + d];
-    offs[d] = o;
-  }
-  for (int j = threadIdx.x; j < L; j += blockDim.x) {
-    int n = 0;
-    for (int s = 0; s < R; s++) n += m[s * W + R + j];
-    recv_per_expert[j] = n;
-  }
-  if (threadIdx.x == 0) {  // first received row per source (rows arrive in source order)
-    int n = 0;
-    for (int s = 0; s < R; s++) {
-      offs[R + 1 + s] = n;
-      n += m[s * W + a.rank];
-    }
-    offs[R] = offs[2 * R + 1] = n;
-    state[0] = epoch;
-  }
+  ht_offsets(a, m, offs, recv_per_expert);
+  if (threadIdx.x == 0) state[0] = epoch;
 }
 
 // Dispatch: a warp per token writes it to every rank holding one of its experts (read once,

@@ -279,3 +279,67 @@ __device__ __forceinline__ int2 warp_span(int items) {
   const int i0 = min(items, warp_id() * per);
   return make_int2(i0, min(items, i0 + per));
 }
+
+// LL: pack one local expert's received rows into out [L][R*maxT][row] in source order. Lane j < R
+// holds n, the rows source j sent the expert, already acquired; `slot(j, i)` is source j's i-th
+// staging slot (16-byte header with the descriptor, then the row). The warp is group g of
+// `groups` working on the expert and copies every group-th row, two at a time.
+template <class Slot>
+__device__ void ll_pack_expert(const EpArgs& a, int le, int g, int groups, int n, Slot slot, uint8_t* out,
+                               uint32_t* src_info, int* recv_count, int2* ranges, int lane) {
+  const int R = a.ranks;
+  const size_t cap = size_t(R) * a.max_tokens;
+  __syncwarp();  // every lane's later loads follow the lanes' acquires
+  int incl = n;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int u = __shfl_up_sync(~0u, incl, o);
+    if (lane >= o) incl += u;
+  }
+  const int total = __shfl_sync(~0u, incl, 31), begin = incl - n;
+  if (g == 0 && lane < R) ranges[le * R + lane] = make_int2(begin, n);
+  if (g == 0 && lane == 0) recv_count[le] = total;
+  auto slot_of = [&](int i) {  // the slot of the expert's row i
+    int src = 0;  // the source whose segment holds row i: last lane with begin <= i
+    for (int j = 1; j < R; j++) src += __shfl_sync(~0u, begin, j) <= i;
+    return slot(src, i - __shfl_sync(~0u, begin, src));
+  };
+  for (int i = g; i < total; i += 2 * groups) {
+    const int i1 = i + groups;
+    const uint8_t* s0 = slot_of(i);
+    const uint8_t* s1 = i1 < total ? slot_of(i1) : nullptr;
+    // Lanes 0 and 1 load the descriptors with the rows and store them after, so their latency
+    // hides behind the copy.
+    const uint8_t* hdr = lane == 0 ? s0 : lane == 1 ? s1 : nullptr;
+    const uint32_t desc = hdr ? ld16<true>((const uint4*)hdr).x : 0;
+    warp_copy2<true>(out + (le * cap + i) * a.row, s0 + 16, s1 ? out + (le * cap + i1) * a.row : nullptr,
+                     s1 ? s1 + 16 : nullptr, a.row, lane);
+    if (hdr) src_info[le * cap + (lane == 0 ? i : i1)] = desc;
+  }
+}
+
+// HT notify's last step, from the count matrix m [R][R + L] (row s: source s's tokens per rank,
+// then its selections per expert of this rank): this rank's first row in every destination
+// (offs[d]), its received rows (offs[R]), the first received row per source (offs[R + 1 + s],
+// offs[2R + 1] = all; rows arrive in source order) and rows per local expert.
+__device__ void ht_offsets(const EpArgs& a, const int* m, int* offs, int* recv_per_expert) {
+  const int R = a.ranks, L = a.local, W = R + L;
+  for (int d = threadIdx.x; d < R; d += blockDim.x) {
+    int o = 0;
+    for (int s = 0; s < a.rank; s++) o += m[s * W + d];
+    offs[d] = o;
+  }
+  for (int j = threadIdx.x; j < L; j += blockDim.x) {
+    int n = 0;
+    for (int s = 0; s < R; s++) n += m[s * W + R + j];
+    recv_per_expert[j] = n;
+  }
+  if (threadIdx.x == 0) {
+    int n = 0;
+    for (int s = 0; s < R; s++) {
+      offs[R + 1 + s] = n;
+      n += m[s * W + a.rank];
+    }
+    offs[R] = offs[2 * R + 1] = n;
+  }
+}

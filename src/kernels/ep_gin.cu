@@ -141,9 +141,8 @@ __device__ void ll_dispatch(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const 
   }
 
   // Pack (as nvl): a warp per local expert per group learns the counts per source (lane j:
-  // source j), waits for the expert's rows, and copies every group-th row in source order.
+  // source j) and waits for the expert's rows.
   const int groups = max(1, warp_count() / L);
-  const size_t cap = size_t(R) * a.max_tokens;
   for (int w = warp_id(); w < groups * L; w += warp_count()) {
     const int le = w % L, g = w / L;
     net.waitSignal(ncclCoopWarp(), ll_sig_counts(par), rounds(epoch) * P.net_peers);
@@ -152,25 +151,12 @@ __device__ void ll_dispatch(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const 
       n = P.lsa(lane) ? int(wait_tag((const uint64_t*)ncclGetLocalPointer(b.ctrl, lsa_count_off(le, lane)), epoch))
                       : ld_acquire_sys_s32((const int*)ncclGetLocalPointer(b.ctrl, net_count_off(lane)) + le);
     net.waitSignal(ncclCoopWarp(), ll_sig_rows(a, par, le), rounds(epoch) * P.net_peers * a.max_tokens);
-    __syncwarp();  // every lane's later loads follow the lanes' acquires
-    int incl = n;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int u = __shfl_up_sync(~0u, incl, o);
-      if (lane >= o) incl += u;
-    }
-    const int total = __shfl_sync(~0u, incl, 31), begin = incl - n;
-    if (g == 0 && lane < R) b.ranges[le * R + lane] = make_int2(begin, n);
-    if (g == 0 && lane == 0) b.recv_count[le] = total;
-    for (int i = g; i < total; i += groups) {
-      int src = 0;  // the source whose segment holds row i: last lane with begin <= i
-      for (int j = 1; j < R; j++) src += __shfl_sync(~0u, begin, j) <= i;
-      const int first = __shfl_sync(~0u, begin, src);
-      const uint8_t* from = (const uint8_t*)ncclGetLocalPointer(b.recv, seg_off(le, src) + size_t(i - first) * slot);
-      const size_t r = le * cap + i;
-      if (lane == 0) b.src_info[r] = gb_ld_relaxed_sys_v4((const uint4*)from).x;
-      warp_copy<true>(b.out + r * a.row, from + 16, a.row, lane);
-    }
+    ll_pack_expert(
+        a, le, g, groups, n,
+        [&](int src, int j) {
+          return (const uint8_t*)ncclGetLocalPointer(b.recv, seg_off(le, src) + size_t(j) * slot);
+        },
+        b.out, b.src_info, b.recv_count, b.ranges, lane);
   }
   end_epoch(b.state, epoch);
 }
@@ -281,25 +267,8 @@ __device__ void ht_notify(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const Ep
   }
   net.flush(ncclCoopCta());
   __syncthreads();
-  for (int d = threadIdx.x; d < R; d += blockDim.x) {
-    int o = 0;
-    for (int s = 0; s < a.rank; s++) o += m[s * W + d];
-    b.offs[d] = o;
-  }
-  for (int j = threadIdx.x; j < L; j += blockDim.x) {
-    int n = 0;
-    for (int s = 0; s < R; s++) n += m[s * W + R + j];
-    b.recv_per_expert[j] = n;
-  }
-  if (threadIdx.x == 0) {
-    int n = 0;
-    for (int s = 0; s < R; s++) {
-      b.offs[R + 1 + s] = n;
-      n += m[s * W + a.rank];
-    }
-    b.offs[R] = b.offs[2 * R + 1] = n;
-    b.nstate[0] = epoch;
-  }
+  ht_offsets(a, m, b.offs, b.recv_per_expert);
+  if (threadIdx.x == 0) b.nstate[0] = epoch;
 }
 
 // Dispatch: a CTA per chunk of EP_CHUNK tokens. Its warps write each token once per destination

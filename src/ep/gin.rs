@@ -1,6 +1,7 @@
-//! `gin`, `hybrid` and their emulated forms `gin-emu`, `hybrid-emu`: the nvl protocols (both
-//! modes) with every transfer to a rank outside the node put through GIN (src/kernels/ep_gin.cu).
-//! gin puts to every rank; hybrid stores into its node's ranks over NVLink and puts to the rest.
+//! `gin`, `hybrid` and their emulated forms `gin-emu`, `hybrid-emu`: the nvl dispatch protocols
+//! (both modes) with every transfer to a rank outside the node put through GIN, and combines that
+//! push rows back to the token's rank (src/kernels/ep_gin.cu). gin puts to every rank; hybrid
+//! stores into its node's ranks over NVLink and puts to the rest.
 //! The emulated forms run the same kernels on GIN emulated over NVLink between virtual nodes of
 //! one host (`--emulate-nodes N`), so the protocols are checked on any NVLink host.
 use super::device::{grid, one_cta_per_sm, Args, Buf, Inputs, LayoutBufs};

@@ -86,8 +86,8 @@ pub trait EpImpl {
 pub const IMPLS: &[(&str, &str)] = &[
     ("host", "Megatron-style: permute kernel, count exchange, NCCL grouped send/recv; combine mirrored"),
     ("nvl", "NVLink (LSA) device kernels: LL per-expert slots, HT rows once per destination rank"),
-    ("gin", "the nvl protocols with every row put through GIN; skipped where GIN is unavailable"),
-    ("hybrid", "the nvl protocols: NVLink inside the node, GIN puts across nodes; skipped where GIN is unavailable"),
+    ("gin", "the nvl dispatch with every row put through GIN, combine pushed back; skipped where GIN is unavailable"),
+    ("hybrid", "as gin, with NVLink stores inside the node; skipped where GIN is unavailable"),
     ("gin-emu", "gin on --emulate-nodes virtual nodes (GIN emulated over NVLink)"),
     ("hybrid-emu", "hybrid on --emulate-nodes virtual nodes (GIN emulated over NVLink between them)"),
 ];

@@ -1,7 +1,9 @@
 // Expert-parallel dispatch and combine across nodes (ep_perf -D gin, hybrid, gin-emu, hybrid-emu):
-// the protocols of the nvl impl (ep.cu), with every transfer to a rank outside this rank's
-// NVLink node put through GIN (gin_net.cuh). gin puts to every rank, itself included; hybrid
-// stores into the ranks of its node over NVLink, as nvl does, and puts to the others.
+// the dispatch protocols of the nvl impl (ep.cu), with every transfer to a rank outside this
+// rank's NVLink node put through GIN (gin_net.cuh). gin puts to every rank, itself included;
+// hybrid stores into the ranks of its node over NVLink and puts to the others. Combine pushes
+// the expert output back to slots at the token's rank (nvl's combines pull, which GIN's puts
+// cannot), then reduces them there.
 //
 // GIN puts copy from a registered window and land in any order; only signals say what arrived.
 // So rows bound for a network peer are first written to this rank's send window, then put, and:
@@ -164,7 +166,7 @@ __device__ void ll_dispatch(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const 
 // Combine: a warp per packed row returns the expert output to slot (k, token) of the token's
 // rank: stored over NVLink or put from y (one on the combine signal). The last CTA flags the node
 // and pads each network peer's signal to max_tokens x topk; every CTA waits for both, then
-// reduces as nvl does.
+// reduces its tokens' slots with the top-k weights (fp32 -> BF16).
 template <bool HYBRID, class Net>
 __device__ void ll_combine(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const EpIo& io, const EpGinBufs& b) {
   extern __shared__ int smem[];  // [L + 1] row prefix over local experts

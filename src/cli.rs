@@ -179,17 +179,8 @@ impl Config {
             }
         }
         // nccl-tests caps -V at 128; H200 has 132 SMs and the NVLink kernels fit two CTAs per SM.
-        if a.emulate_nodes == Some(0) {
-            return Err(Error::usage("--emulate-nodes 0", "give at least 1 virtual node, e.g. --emulate-nodes 2"));
-        }
-        if a.emulate_nodes.is_none() && a.implementation.trim() != "all" {
-            if let Some(i) = impls.iter().find(|i| i.name.ends_with("-emu")) {
-                return Err(Error::usage(
-                    format!("implementation '{}' runs on virtual nodes", i.name),
-                    "add --emulate-nodes N (N divides the number of ranks)",
-                ));
-            }
-        }
+        let first_emu = impls.iter().map(|i| i.name).find(|n| n.ends_with("-emu"));
+        crate::gin::check_emulate_nodes(a.emulate_nodes, a.implementation.trim() == "all", first_emu)?;
         let profile_size = a.profile_size.as_deref().map(sizes::parse_size).transpose()?;
         if let Some(p) = profile_size {
             if !sweep.contains(&p) {

@@ -11,6 +11,7 @@ pub mod dtype;
 pub mod envinfo;
 pub mod ep;
 pub mod error;
+pub mod gin;
 pub mod harness;
 pub mod nccl;
 pub mod profile;

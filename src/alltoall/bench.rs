@@ -31,14 +31,7 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
     let (rank, n) = (boot.rank(), boot.size());
     let started_at = schema::now_rfc3339();
     let gpu = Gpu::open(device)?;
-    if let Some(nodes) = cfg.emulate_nodes {
-        if n % nodes != 0 {
-            return Err(Error::usage(
-                format!("--emulate-nodes {nodes} does not divide {n} ranks into equal virtual nodes"),
-                "use a divisor of the number of ranks",
-            ));
-        }
-    }
+    crate::gin::check_nodes_divide(cfg.emulate_nodes, n)?;
     let gin = nccl::probe_gin(boot)?;
     let comm = Comm::bootstrap(boot)?;
     watchdog::beat();

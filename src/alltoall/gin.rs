@@ -4,34 +4,13 @@
 //! NIC-less GPU host before it runs on EFA or InfiniBand.
 use super::{Impl, InPlace, Rank};
 use crate::error::Result;
+pub use crate::gin::Kind;
 use crate::nccl::compat::{self, DevComm};
 use crate::nccl::SymBuffer;
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
 /// Default CTAs: each takes a slice of every block, with its own signal and GIN context.
 const DEFAULT_CTAS: u32 = 32;
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Kind {
-    Gin,
-    Hybrid,
-    GinEmu,
-    HybridEmu,
-}
-
-impl Kind {
-    fn kernel(self) -> &'static str {
-        match self {
-            Kind::Gin => "gb_gin",
-            Kind::Hybrid => "gb_hybrid",
-            Kind::GinEmu => "gb_gin_emu",
-            Kind::HybridEmu => "gb_hybrid_emu",
-        }
-    }
-    fn emulated(self) -> bool {
-        matches!(self, Kind::GinEmu | Kind::HybridEmu)
-    }
-}
 
 pub struct GinA2a {
     func: CudaFunction,
@@ -51,28 +30,20 @@ impl GinA2a {
         let ctas = if r.ctas > 0 { r.ctas } else { DEFAULT_CTAS };
         let mut reqs = compat::requirements();
         let n = r.boot.size();
-        let mut node_size = 0;
+        let node_size = match kind.node_size(n, r.comm.lsa_size(), r.emulate_nodes, &r.gin, &mut reqs) {
+            Ok(size) => size as i32,
+            Err(why) => return Ok(Err(why)),
+        };
         if kind.emulated() {
-            let Some(nodes) = r.emulate_nodes else {
-                return Ok(Err("needs --emulate-nodes N (virtual nodes on this host)".into()));
-            };
-            if let Some(why) = r.not_one_lsa_team() {
-                return Ok(Err(format!("emulation {why}")));
-            }
-            node_size = (n / nodes) as i32;
             reqs.lsaBarrierCount = ctas as i32;
         } else {
-            if r.gin.kind == "none" {
-                return Ok(Err(format!("GIN unavailable: {}", r.gin.reason)));
-            }
-            compat::request_gin(&mut reqs);
             reqs.barrierCount = ctas as i32;
             reqs.ginSignalCount = ctas as i32;
         }
         let dev = DevComm::create(&r.comm, &reqs)?;
         let signals =
             if kind.emulated() { Some(SymBuffer::new(&r.comm, ctas as usize * 8, &r.gpu.stream)?) } else { None };
-        Ok(Ok(GinA2a { func: r.gpu.function("gin", kind.kernel())?, ctas, node_size, signals, dev }))
+        Ok(Ok(GinA2a { func: r.gpu.function("gin", &format!("gb_{}", kind.symbol()))?, ctas, node_size, signals, dev }))
     }
 }
 

@@ -26,14 +26,7 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
     let started_at = schema::now_rfc3339();
     let gpu = Gpu::open(device)?;
     cfg.shape.validate(n)?;
-    if let Some(nodes) = cfg.emulate_nodes {
-        if n % nodes != 0 {
-            return Err(Error::usage(
-                format!("--emulate-nodes {nodes} does not divide {n} ranks into equal virtual nodes"),
-                "use a divisor of the number of ranks",
-            ));
-        }
-    }
+    crate::gin::check_nodes_divide(cfg.emulate_nodes, n)?;
     let sms = sm_count(&gpu)?;
     if cfg.ctas > sms {
         return Err(Error::usage(

@@ -198,17 +198,8 @@ impl Config {
                     })
                 })?
             };
-        if a.emulate_nodes == Some(0) {
-            return Err(Error::usage("--emulate-nodes 0", "give at least 1 virtual node, e.g. --emulate-nodes 2"));
-        }
-        if a.emulate_nodes.is_none() && a.implementation.trim() != "all" {
-            if let Some(i) = impls.iter().find(|i| i.ends_with("-emu")) {
-                return Err(Error::usage(
-                    format!("implementation '{i}' runs on virtual nodes"),
-                    "add --emulate-nodes N (N divides the number of ranks)",
-                ));
-            }
-        }
+        let first_emu = impls.iter().copied().find(|n| n.ends_with("-emu"));
+        crate::gin::check_emulate_nodes(a.emulate_nodes, a.implementation.trim() == "all", first_emu)?;
         if a.iters == 0 {
             return Err(Error::usage("-n must be at least 1", "e.g. -n 20"));
         }

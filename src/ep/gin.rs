@@ -10,43 +10,10 @@ use super::nvl::{self, ht_meta_bytes, ht_meta_offset};
 use super::reference::{Layout, Traffic};
 use super::{Ctx, EpImpl, Received};
 use crate::error::Result;
+pub use crate::gin::Kind;
 use crate::nccl::compat::{self, DevComm};
 use crate::nccl::{ffi, SymBuffer};
 use cudarc::driver::{CudaFunction, DeviceRepr, PushKernelArg};
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Kind {
-    Gin,
-    Hybrid,
-    GinEmu,
-    HybridEmu,
-}
-
-impl Kind {
-    pub fn parse(name: &str) -> Option<Kind> {
-        Some(match name {
-            "gin" => Kind::Gin,
-            "hybrid" => Kind::Hybrid,
-            "gin-emu" => Kind::GinEmu,
-            "hybrid-emu" => Kind::HybridEmu,
-            _ => return None,
-        })
-    }
-    fn prefix(self) -> &'static str {
-        match self {
-            Kind::Gin => "gb_ep_gin_",
-            Kind::Hybrid => "gb_ep_hybrid_",
-            Kind::GinEmu => "gb_ep_gin_emu_",
-            Kind::HybridEmu => "gb_ep_hybrid_emu_",
-        }
-    }
-    fn emulated(self) -> bool {
-        matches!(self, Kind::GinEmu | Kind::HybridEmu)
-    }
-    fn hybrid(self) -> bool {
-        matches!(self, Kind::Hybrid | Kind::HybridEmu)
-    }
-}
 
 /// Signals the kernels use (ep_gin.cu: LL 2 count + 2L row + 2 combine, HT 6).
 fn signals(mode: Mode, local: usize) -> usize {
@@ -142,25 +109,13 @@ impl Gin {
         reqs.lsaBarrierCount = 0;
         let a = c.args(c.max_tokens);
         let (l, r, k, h, t) = (a.local as usize, n, a.topk as usize, a.hidden as usize, c.max_tokens);
-        let node_size = if kind.emulated() {
-            let Some(nodes) = c.emulate_nodes else {
-                return Ok(Err("needs --emulate-nodes N (virtual nodes on this host)".into()));
-            };
-            let lsa = c.comm.lsa_size();
-            if lsa != n {
-                return Ok(Err(format!(
-                    "emulation needs every rank in one NVLink (LSA) domain; the LSA team has {lsa} of {n} ranks"
-                )));
-            }
-            n / nodes
-        } else {
-            if gin.kind == "none" {
-                return Ok(Err(format!("GIN unavailable: {}", gin.reason)));
-            }
-            compat::request_gin(&mut reqs);
-            reqs.ginSignalCount = signals(c.mode, l) as i32;
-            c.comm.lsa_size()
+        let node_size = match kind.node_size(n, c.comm.lsa_size(), c.emulate_nodes, gin, &mut reqs) {
+            Ok(size) => size,
+            Err(why) => return Ok(Err(why)),
         };
+        if !kind.emulated() {
+            reqs.ginSignalCount = signals(c.mode, l) as i32;
+        }
         match c.mode {
             Mode::Ll if n > 32 => return Ok(Err(format!("LL packing keeps one source rank per lane; {n} ranks > 32"))),
             Mode::Ht if n > 64 => return Ok(Err(format!("HT keeps a 64-bit rank mask per token; {n} ranks > 64"))),
@@ -242,7 +197,7 @@ impl Gin {
         let kernels = names
             .iter()
             .map(|name| {
-                let f = c.gpu.function("ep_gin", &format!("{}{name}", kind.prefix()))?;
+                let f = c.gpu.function("ep_gin", &format!("gb_ep_{}_{name}", kind.symbol()))?;
                 let smem = if *name == "ht_notify" {
                     (r * w * 4) as u32
                 } else {
@@ -366,10 +321,7 @@ mod tests {
     }
 
     #[test]
-    fn names_signals_and_count_rows() {
-        assert_eq!(Kind::parse("hybrid-emu"), Some(Kind::HybridEmu));
-        assert_eq!(Kind::parse("nvl"), None);
-        assert!(Kind::GinEmu.emulated() && !Kind::GinEmu.hybrid() && Kind::Hybrid.hybrid());
+    fn signals_and_count_rows() {
         assert_eq!(signals(Mode::Ll, 64), 132);
         assert_eq!(signals(Mode::Ht, 64), 6);
         assert_eq!(counts_row(64), 256);

@@ -1,0 +1,119 @@
+//! The transports the GIN protocols (alltoall_perf's and ep_perf's) run on: NCCL's GIN, or GIN
+//! emulated over NVLink between virtual nodes of one host (`--emulate-nodes N`), each with
+//! (`hybrid`) or without (`gin`) NVLink stores inside the node.
+use crate::error::{Error, Result};
+use crate::nccl::{compat, ffi};
+use crate::report::schema::Gin;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kind {
+    Gin,
+    Hybrid,
+    GinEmu,
+    HybridEmu,
+}
+
+impl Kind {
+    pub fn parse(name: &str) -> Option<Kind> {
+        Some(match name {
+            "gin" => Kind::Gin,
+            "hybrid" => Kind::Hybrid,
+            "gin-emu" => Kind::GinEmu,
+            "hybrid-emu" => Kind::HybridEmu,
+            _ => return None,
+        })
+    }
+
+    /// The kernels' name part: `gb_<symbol>` (alltoall), `gb_ep_<symbol>_<kernel>` (EP).
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Kind::Gin => "gin",
+            Kind::Hybrid => "hybrid",
+            Kind::GinEmu => "gin_emu",
+            Kind::HybridEmu => "hybrid_emu",
+        }
+    }
+
+    pub fn emulated(self) -> bool {
+        matches!(self, Kind::GinEmu | Kind::HybridEmu)
+    }
+
+    pub fn hybrid(self) -> bool {
+        matches!(self, Kind::Hybrid | Kind::HybridEmu)
+    }
+
+    /// Ranks per (virtual) node of `ranks`, once `reqs` asks for GIN where the transport is real.
+    /// Err: why it cannot run here (no GIN; no `--emulate-nodes`, or not one NVLink domain, for
+    /// the emulation).
+    pub fn node_size(
+        self,
+        ranks: usize,
+        lsa: usize,
+        emulate_nodes: Option<usize>,
+        gin: &Gin,
+        reqs: &mut ffi::ncclDevCommRequirements,
+    ) -> std::result::Result<usize, String> {
+        if self.emulated() {
+            let Some(nodes) = emulate_nodes else {
+                return Err("needs --emulate-nodes N (virtual nodes on this host)".into());
+            };
+            if lsa != ranks {
+                return Err(format!(
+                    "emulation needs every rank in one NVLink (LSA) domain; the LSA team has {lsa} of {ranks} ranks (use gin or hybrid across nodes)"
+                ));
+            }
+            Ok(ranks / nodes)
+        } else {
+            if gin.kind == "none" {
+                return Err(format!("GIN unavailable: {}", gin.reason));
+            }
+            compat::request_gin(reqs);
+            Ok(lsa)
+        }
+    }
+}
+
+/// `--emulate-nodes N` on the command line: at least one node, and given whenever an `-emu` impl
+/// is named (`-D all` runs them only where it is given).
+pub fn check_emulate_nodes(nodes: Option<usize>, impls_all: bool, first_emu: Option<&str>) -> Result<()> {
+    if nodes == Some(0) {
+        return Err(Error::usage("--emulate-nodes 0", "give at least 1 virtual node, e.g. --emulate-nodes 2"));
+    }
+    if let (None, false, Some(name)) = (nodes, impls_all, first_emu) {
+        return Err(Error::usage(
+            format!("implementation '{name}' runs on virtual nodes"),
+            "add --emulate-nodes N (N divides the number of ranks)",
+        ));
+    }
+    Ok(())
+}
+
+/// `--emulate-nodes N` once the ranks are known: N virtual nodes of equal size.
+pub fn check_nodes_divide(nodes: Option<usize>, ranks: usize) -> Result<()> {
+    match nodes {
+        Some(n) if !ranks.is_multiple_of(n) => Err(Error::usage(
+            format!("--emulate-nodes {n} does not divide {ranks} ranks into equal virtual nodes"),
+            "use a divisor of the number of ranks",
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_emulation_flags() {
+        for k in [Kind::Gin, Kind::Hybrid, Kind::GinEmu, Kind::HybridEmu] {
+            assert_eq!(Kind::parse(&k.symbol().replace('_', "-")), Some(k));
+        }
+        assert_eq!(Kind::parse("nvl"), None);
+        assert!(Kind::GinEmu.emulated() && !Kind::GinEmu.hybrid() && Kind::Hybrid.hybrid());
+        assert!(check_emulate_nodes(Some(0), true, None).is_err());
+        assert!(check_emulate_nodes(None, false, Some("gin-emu")).is_err());
+        assert!(check_emulate_nodes(None, true, Some("gin-emu")).is_ok());
+        assert!(check_nodes_divide(Some(3), 4).is_err());
+        assert!(check_nodes_divide(Some(2), 4).is_ok() && check_nodes_divide(None, 3).is_ok());
+    }
+}

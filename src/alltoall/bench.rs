@@ -437,14 +437,7 @@ impl<'c> Output<'c> {
         }
         let summary = Summary::of(&self.rows);
         self.emit(&table::footer(summary.rows_wrong, summary.avg_busbw_gbps));
-        self.run.rows = std::mem::take(&mut self.rows);
-        self.run.summary = Some(summary);
-        self.run.finished_at = Some(schema::now_rfc3339());
-        if let Some(e) = error {
-            if let serde_json::Value::Object(m) = &mut self.run.config {
-                m.insert("error".into(), e.to_string().into());
-            }
-        }
+        self.run.finish(std::mem::take(&mut self.rows), summary, error.map(|e| e.to_string()));
         for line in report::write_outputs(&self.run, self.cfg.json.as_deref(), self.cfg.csv.as_deref())
             .map_err(Error::internal)?
         {

@@ -377,12 +377,7 @@ impl<'c> Output<'c> {
             summary.rows_wrong,
             if summary.rows_wrong > 0 { "FAILED" } else { "OK" }
         ));
-        self.run.rows = std::mem::take(&mut self.rows);
-        self.run.summary = Some(summary);
-        self.run.finished_at = Some(schema::now_rfc3339());
-        if let (Some(e), serde_json::Value::Object(m)) = (error, &mut self.run.config) {
-            m.insert("error".into(), e.to_string().into());
-        }
+        self.run.finish(std::mem::take(&mut self.rows), summary, error.map(|e| e.to_string()));
         for line in report::write_outputs(&self.run, self.cfg.json.as_deref(), self.cfg.csv.as_deref())
             .map_err(Error::internal)?
         {

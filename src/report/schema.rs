@@ -39,6 +39,17 @@ impl Run {
             summary: None,
         }
     }
+
+    /// The run's end: its rows and summary, the time, and the error that ended it (in
+    /// `config.error`), if any.
+    pub fn finish(&mut self, rows: Vec<Row>, summary: Summary, error: Option<String>) {
+        self.rows = rows;
+        self.summary = Some(summary);
+        self.finished_at = Some(now_rfc3339());
+        if let (Some(e), serde_json::Value::Object(m)) = (error, &mut self.config) {
+            m.insert("error".into(), e.into());
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

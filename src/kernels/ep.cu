@@ -309,6 +309,15 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   end_epoch(state, epoch);
 }
 
+// How both pull combines open: CTA 0 tells every rank that this rank's expert output (written
+// before this launch) is ready; every CTA waits until every rank has said so.
+__device__ void ready_exchange(const EpArgs& a, ncclWindow_t ctrl, size_t ready_off, uint32_t epoch) {
+  const FlagPeers all{0, a.ranks, 0};
+  if (blockIdx.x == 0) flag_peers(a, ctrl, ready_off, epoch, all);
+  wait_peers(a, ctrl, ready_off, epoch, all);
+  __syncthreads();
+}
+
 // Combine (pull): y [L][R*maxT][H] is a symmetric window in the packed layout, so the output for
 // this rank's selection (t, k) of expert e sits on e's rank at row (e % L) x R*maxT + the first
 // row of this rank's segment there (its `ranges`, in the control window) + the slot the selection
@@ -323,10 +332,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   const uint32_t epoch = begin_epoch(state);
   const int lane = threadIdx.x & 31, L = a.local, R = a.ranks, H = a.hidden;
   const size_t cap = size_t(R) * a.max_tokens;
-  const FlagPeers all{0, R, 0};
-  if (blockIdx.x == 0) flag_peers(a, ctrl, ready_off, epoch, all);
-  wait_peers(a, ctrl, ready_off, epoch, all);
-  __syncthreads();
+  ready_exchange(a, ctrl, ready_off, epoch);
 
   const int segs = red_segments(H);
   const int2 span = warp_span(a.tokens * segs);
@@ -434,10 +440,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
                      uint32_t* state, ncclDevComm dc) {
   const uint32_t epoch = begin_epoch(state);
   const int lane = threadIdx.x & 31, R = a.ranks, H = a.hidden, keys = a.experts + R;
-  const FlagPeers all{0, R, 0};
-  if (blockIdx.x == 0) flag_peers(a, ctrl, ready_off, epoch, all);
-  wait_peers(a, ctrl, ready_off, epoch, all);
-  __syncthreads();
+  ready_exchange(a, ctrl, ready_off, epoch);
 
   const int segs = red_segments(H);
   const int2 span = warp_span(a.tokens * segs);

@@ -121,8 +121,8 @@ impl Gpu {
     }
 
     /// This GPU as the results schema records it.
-    pub fn describe(&self, rank: usize, host: &str) -> crate::report::schema::Gpu {
-        crate::report::schema::Gpu {
+    pub fn describe(&self, rank: usize, host: &str) -> crate::results::Gpu {
+        crate::results::Gpu {
             rank,
             name: self.name(),
             host: host.into(),

@@ -5,15 +5,15 @@
 //! (table, JSON, CSV), which never touches CUDA.
 pub mod alltoall;
 pub mod bootstrap;
-pub mod cli;
 pub mod cuda;
+pub mod driver;
 pub mod dtype;
-pub mod envinfo;
+pub mod environment;
 pub mod ep;
 pub mod error;
-pub mod gin;
+pub mod gin_transport;
 pub mod harness;
 pub mod nccl;
 pub mod profile;
 pub mod report;
-pub mod sysinfo;
+pub mod results;

@@ -29,6 +29,15 @@ fn bad_input_is_one_line_and_exit_6() {
         (vec!["-D", "2", "-R", "1"], "add -R 2"),
         (vec!["--bogus"], "--bogus"),
         (vec!["-V", "5000"], "-V 5000"),
+        // A size typo is bounded before anything is allocated (it used to grow without bound).
+        (vec!["-e", "99999T"], "points (at most 10000)"),
+        (vec!["-b", "1", "-e", "1G", "-i", "1"], "points (at most 10000)"),
+        // Negative numbers name their flag.
+        (vec!["-n", "-1"], "--iters"),
+        // What the command line alone decides is checked before any GPU is opened.
+        (vec!["-D", "gin-emu", "-R", "2", "--emulate-nodes", "3", "-g", "4"], "--emulate-nodes 3 does not divide 4"),
+        (vec!["-J", "/nonexistent/dir/x.json"], "does not exist"),
+        (vec!["--csv", "/nonexistent/dir/x.csv"], "does not exist"),
     ] {
         let o = run(A2A, &args, &[]);
         let e = stderr(&o);
@@ -117,6 +126,9 @@ fn ep_perf_bad_input_is_one_line_and_exit_6() {
         (vec!["--routing", "zipf:-1"], "bad routing"),
         (vec!["-D", "deepep"], "unknown implementation 'deepep'"),
         (vec!["--bogus"], "--bogus"),
+        (vec!["--experts", "7", "--topk", "2", "-g", "4"], "--experts 7 does not divide over 4 ranks"),
+        (vec!["-f", "0"], "step factor -f is 0"),
+        (vec!["-J", "/nonexistent/dir/x.json"], "does not exist"),
     ] {
         let o = run(EP, &args, &[]);
         let e = stderr(&o);
@@ -146,5 +158,30 @@ fn ep_perf_help_and_lists() {
     if no_gpu() {
         let o = run(EP, &[], &[]);
         assert_eq!(o.status.code(), Some(8), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn version_is_long_only_and_names_the_commit() {
+    // `-V` is the CTA count (nccl-tests' -V); a debug build used to panic on the clash with
+    // clap's `-V` for version.
+    for bin in [A2A, EP] {
+        let o = run(bin, &["--version"], &[]);
+        assert_eq!(o.status.code(), Some(0), "{bin}: {}", stderr(&o));
+        let v = String::from_utf8_lossy(&o.stdout);
+        assert!(v.contains(env!("CARGO_PKG_VERSION")) && v.contains('('), "{bin}: {v}");
+        let o = run(bin, &["-V", "8", "--list-impls"], &[]);
+        assert_eq!(o.status.code(), Some(0), "{bin}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn the_benchmarks_share_the_driver_flags() {
+    // -N, -I, --require-gin and --profile-size used to exist in alltoall_perf only.
+    for bin in [A2A, EP] {
+        let h = String::from_utf8_lossy(&run(bin, &["--help"], &[]).stdout).into_owned();
+        for f in ["-N, --run_cycles", "-I, --per_iter_timing", "--require-gin", "--profile-size", "--emulate-nodes"] {
+            assert!(h.contains(f), "{bin} --help lacks {f}");
+        }
     }
 }

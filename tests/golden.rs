@@ -96,7 +96,7 @@ fn golden(name: &str, got: &str) {
 fn render_table(run: &Run, style: table::Style) -> String {
     let mut s = table::header(style);
     for pair in run.rows.chunks(2) {
-        s += &table::line(&pair[0], &pair[1], style);
+        s += &table::line(&pair[0], &pair[1], style).unwrap_or_default();
         s += &pair.iter().filter_map(table::reason).collect::<String>();
     }
     let sum = run.summary.clone().unwrap();

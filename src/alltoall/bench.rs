@@ -1,51 +1,70 @@
-//! `alltoall_perf`: bring ranks up, sweep sizes for each implementation, check, report.
-use super::{make, InPlace, Rank};
-use crate::bootstrap::{self, Bootstrap};
-use crate::cli::Config;
-use crate::cuda::Gpu;
-use crate::error::{Error, Exit, Result};
+//! `alltoall_perf`: for each implementation, sweep sizes out of place and in place, check, and
+//! hand the rows to the driver.
+use super::cli::Config;
+use super::{InPlace, Rank};
+use crate::driver::{self, Benchmark, Output, RankCtx};
+use crate::error::{Error, Result};
 use crate::harness::check::Checker;
-use crate::harness::{self, sizes, stats, watchdog, LoopParams};
-use crate::nccl::{self, Comm, DevMem, Registration};
-use crate::report::schema::{self, Env, Row, Run, Summary};
-use crate::report::{self, table};
-use std::io::Write;
+use crate::harness::{self, sizes, watchdog, LoopParams};
+use crate::nccl::{self, DevMem, Registration};
+use crate::report::table;
+use crate::results::{Env, Row, Summary};
 
-const PROG: &str = "alltoall_perf";
 const GIB: u64 = 1 << 30;
 
-/// Run the benchmark on every rank; returns the process exit code.
-pub fn main(cfg: Config) -> Result<Exit> {
-    let local_ranks = cfg.local_ranks;
-    harness::ranks::run(PROG, local_ranks, move |boot, device| run_rank(boot, &cfg, device))
+impl Benchmark for Config {
+    const PROG: &'static str = "alltoall_perf";
+    const KIND: &'static str = "alltoall";
+
+    fn common(&self) -> &driver::Common {
+        &self.common
+    }
+
+    fn config_json(&self) -> serde_json::Value {
+        config_json(self)
+    }
+
+    fn real_gin_impls(&self) -> Vec<&'static str> {
+        self.impls.iter().filter(|i| i.real_gin()).map(|i| i.name).collect()
+    }
+
+    fn describe(&self, _env: &Env) -> String {
+        let c = &self.common;
+        format!(
+            "# nThread {} nGpus 1 minBytes {} maxBytes {} warmup iters: {} iters: {} agg iters: {} validation: {} graph: {}\n",
+            c.local_ranks, self.min_bytes, self.max_bytes, c.warmup, c.iters, self.agg, c.check, c.graph_launches
+        )
+    }
+
+    fn sweep(&self, ctx: &RankCtx, out: &mut Output) -> Result<()> {
+        run_rank(self, ctx, out)
+    }
+
+    fn footer(&self, s: &Summary) -> String {
+        table::footer(s.rows_wrong, s.avg_busbw_gbps)
+    }
 }
 
-/// Largest buffer, per rank, that the sweep needs.
-fn buffer_bytes(cfg: &Config, nranks: u64) -> u64 {
+/// Largest buffer, per rank, that `sizes` need.
+fn buffer_bytes(cfg: &Config, sizes: &[u64], nranks: u64) -> u64 {
     let elt = cfg.dtype.size();
-    let max = cfg.sizes.iter().map(|&s| nranks * sizes::alltoall_count(s, elt, nranks) * elt).max().unwrap_or(0);
+    let max = sizes.iter().map(|&s| nranks * sizes::alltoall_count(s, elt, nranks) * elt).max().unwrap_or(0);
     max.max(4096)
 }
 
-fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
-    let (rank, n) = (boot.rank(), boot.size());
-    let started_at = schema::now_rfc3339();
-    let gpu = Gpu::open(device)?;
-    crate::gin::check_nodes_divide(cfg.emulate_nodes, n)?;
-    let gin = nccl::probe_gin(boot)?;
-    let comm = Comm::bootstrap(boot)?;
-    watchdog::beat();
-
+fn run_rank(cfg: &Config, ctx: &RankCtx, out: &mut Output) -> Result<()> {
+    let (boot, n) = (ctx.boot, ctx.boot.size());
+    let rank = boot.rank();
     // Memory: send + receive of the largest size must fit, with headroom for NCCL (as nccl-tests).
     let mut sweep = cfg.sizes.clone();
-    let want = buffer_bytes(cfg, n as u64);
+    let want = buffer_bytes(cfg, &sweep, n as u64);
+    let gpu = ctx.gpu;
     let reserve = (gpu.total_mem().div_ceil(16 * GIB) * GIB).min(4 * GIB) + GIB;
     let fit = gpu.free_mem().saturating_sub(reserve) / 2;
     let fit = boot.allgather_f64(&[fit as f64]).iter().map(|v| v[0] as u64).min().unwrap_or(0);
-    let mut note = None;
     if want > fit {
         sweep.retain(|&s| s <= fit);
-        note = Some(format!("# Reducing maxBytes to {fit} due to memory limitation"));
+        out.emit(&format!("# Reducing maxBytes to {fit} due to memory limitation\n"));
         if sweep.is_empty() {
             return Err(Error::env(
                 format!("not even the smallest size fits in GPU memory ({fit} bytes free per buffer)"),
@@ -53,105 +72,92 @@ fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
             ));
         }
     }
-    let env = crate::envinfo::gather(boot, &gpu, gin)?;
-    let gin = env.gin.clone();
-    if cfg.require_gin && gin.kind == "none" {
-        if let Some(i) = cfg.impls.iter().find(|i| matches!(i.name, "gin" | "hybrid")) {
-            return Err(Error::env(
-                format!("{} needs GIN (--require-gin) and GIN is unavailable: {}", i.name, gin.reason),
-                "run on nodes with an RDMA NIC and a GIN backend (NCCL_GIN_TYPE), or drop --require-gin",
-            ));
-        }
-    }
-    let bytes = buffer_bytes(&Config { sizes: sweep.clone(), ..cfg.clone() }, n as u64);
+    let bytes = buffer_bytes(cfg, &sweep, n as u64);
     let send = DevMem::alloc(bytes as usize)?;
     let recv = DevMem::alloc(bytes as usize)?;
-    let reg = Registration::register(&comm, cfg.register, &send, &recv)?;
+    let reg = Registration::register(ctx.comm, cfg.register, &send, &recv)?;
     let mut r = Rank {
         boot,
         gpu,
-        comm,
+        comm: ctx.comm,
         send,
         recv,
         reg,
         dtype: cfg.dtype,
-        ctas: cfg.ctas,
-        gin: gin.clone(),
-        emulate_nodes: cfg.emulate_nodes,
+        ctas: cfg.common.ctas,
+        gin: ctx.env.gin.clone(),
+        emulate_nodes: cfg.common.emulate_nodes,
     };
-    let mut checker = Checker::new(&r.gpu, cfg.dtype.size())?;
+    let mut checker = Checker::new(r.gpu, cfg.dtype.size())?;
     // Timed data is a real pattern, never zeros.
-    checker.fill(&r.gpu, r.send.ptr, bytes / cfg.dtype.size(), 0, rank as u32)?;
-    checker.fill(&r.gpu, r.recv.ptr, bytes / cfg.dtype.size(), 0, rank as u32)?;
+    checker.fill(r.gpu, r.send.ptr, bytes / cfg.dtype.size(), 0, rank as u32)?;
+    checker.fill(r.gpu, r.recv.ptr, bytes / cfg.dtype.size(), 0, rank as u32)?;
     r.gpu.stream.synchronize()?;
     watchdog::beat();
-
-    let mut out = Output::new(rank == 0, cfg, env, started_at);
-    out.preamble(&r, note);
-
-    let result = sweep_all(&r, cfg, &sweep, &mut checker, &mut out);
-    let exit = match &result {
-        Ok(()) if out.wrong_rows() > 0 => Exit::WrongData,
-        Ok(()) => Exit::Ok,
-        Err(e) => e.exit,
-    };
-    out.finish(result.as_ref().err())?;
+    let result = (0..cfg.common.cycles).try_for_each(|cycle| {
+        out.cycle = cycle;
+        sweep_impls(&r, cfg, &sweep, &mut checker, out)
+    });
     r.gpu.stream.synchronize()?;
-    r.reg.release(&r.comm);
-    result.map(|_| exit)
+    r.reg.release(r.comm);
+    result
 }
 
-fn sweep_all(r: &Rank, cfg: &Config, sweep: &[u64], checker: &mut Checker, out: &mut Output) -> Result<()> {
+fn table_style(cfg: &Config) -> table::Style {
+    table::Style { cputime: cfg.cputime, per_iter: cfg.common.per_iter }
+}
+
+fn sweep_impls(r: &Rank, cfg: &Config, sweep: &[u64], checker: &mut Checker, out: &mut Output) -> Result<()> {
     let n = r.boot.size() as u64;
-    for cycle in 0..cfg.cycles {
-        for (ii, info) in cfg.impls.iter().enumerate() {
-            let imp = make(info, r)?;
-            if let Ok(imp) = &imp {
-                warm_up(r, imp.as_ref(), cfg, sweep)?;
+    for (ii, info) in cfg.impls.iter().enumerate() {
+        let imp = (info.make)(r)?;
+        if let Ok(imp) = &imp {
+            warm_up(r, imp.as_ref(), cfg, sweep)?;
+        }
+        out.section(
+            &format!("impl {} (-D {}), registration: {}", info.name, info.id, r.reg.describe()),
+            &table::header(table_style(cfg)),
+        );
+        for (si, &size) in sweep.iter().enumerate() {
+            let count = sizes::alltoall_count(size, cfg.dtype.size(), n);
+            let bytes_per_peer = count * cfg.dtype.size();
+            let mut rows = vec![];
+            for inplace in [false, true] {
+                let placement = if inplace { "in-place" } else { "out-of-place" };
+                let skip = match &imp {
+                    Err(why) => Some(why.clone()),
+                    Ok(imp) => imp.unsupported(bytes_per_peer).or_else(|| match imp.in_place(bytes_per_peer) {
+                        InPlace::Unsupported(why) if inplace => Some(format!("in place not supported: {why}")),
+                        _ => None,
+                    }),
+                };
+                let row = match (skip, &imp) {
+                    (Some(why), _) => skipped(cfg, n, info.name, count, placement, out.cycle, why),
+                    (None, Ok(imp)) => {
+                        out.progress(&format!(
+                            "{} ({}/{}) {} B {placement} ({}/{})",
+                            info.name,
+                            ii + 1,
+                            cfg.impls.len(),
+                            n * bytes_per_peer,
+                            si + 1,
+                            sweep.len()
+                        ));
+                        let case = Case {
+                            impl_name: info.name,
+                            count,
+                            inplace,
+                            capture: !inplace && cfg.profile_size == Some(size),
+                        };
+                        let m = measure(r, imp.as_ref(), cfg, &case, checker)?;
+                        measured(r, cfg, info.name, count, placement, out.cycle, &m)
+                    }
+                    (None, Err(_)) => unreachable!("a skipped impl always has a reason"),
+                };
+                rows.push(row);
             }
-            out.impl_header(info.name, info.id, r.reg.describe());
-            for (si, &size) in sweep.iter().enumerate() {
-                let count = sizes::alltoall_count(size, cfg.dtype.size(), n);
-                let bytes_per_peer = count * cfg.dtype.size();
-                let mut rows = vec![];
-                for inplace in [false, true] {
-                    let placement = if inplace { "in-place" } else { "out-of-place" };
-                    let skip = match &imp {
-                        Err(why) => Some(why.clone()),
-                        Ok(imp) => imp.unsupported(bytes_per_peer).or_else(|| match imp.in_place(bytes_per_peer) {
-                            InPlace::Unsupported(why) if inplace => Some(format!("in place not supported: {why}")),
-                            _ => None,
-                        }),
-                    };
-                    let row = match (skip, &imp) {
-                        (Some(why), _) => out.skipped(info.name, count, placement, cycle, why),
-                        (None, Ok(imp)) => {
-                            out.progress(&format!(
-                                "{} ({}/{}) {} B {placement} ({}/{})",
-                                info.name,
-                                ii + 1,
-                                cfg.impls.len(),
-                                n * bytes_per_peer,
-                                si + 1,
-                                sweep.len()
-                            ));
-                            let case = Case {
-                                impl_name: info.name,
-                                count,
-                                inplace,
-                                capture: !inplace && cfg.profile_size == Some(size),
-                            };
-                            let m = measure(r, imp.as_ref(), cfg, &case, checker)?;
-                            out.row(r.boot, info.name, count, placement, cycle, &m)
-                        }
-                        (None, Err(_)) => unreachable!("a skipped impl always has a reason"),
-                    };
-                    rows.push(row);
-                }
-                out.line(&rows[0], &rows[1]);
-                out.rows.extend(rows);
-                watchdog::beat();
-            }
+            out.rows(table::line(&rows[0], &rows[1], table_style(cfg)), rows);
+            watchdog::beat();
         }
     }
     Ok(())
@@ -166,7 +172,7 @@ fn warm_up(r: &Rank, imp: &dyn super::Impl, cfg: &Config, sweep: &[u64]) -> Resu
         if imp.unsupported(count * cfg.dtype.size()).is_some() {
             continue;
         }
-        for _ in 0..cfg.warmup.max(1) {
+        for _ in 0..cfg.common.warmup.max(1) {
             imp.launch(r, r.send.ptr, r.recv.ptr, count)?;
         }
     }
@@ -200,7 +206,7 @@ fn measure(r: &Rank, imp: &dyn super::Impl, cfg: &Config, case: &Case, checker: 
     let bytes = n * count * elt;
     // Rotate through the buffer so that sizes below the L2 cache are not served from it.
     let stride = bytes.next_multiple_of(4096).max(4096);
-    let slots = (r.recv.bytes as u64 / stride).clamp(1, cfg.iters as u64);
+    let slots = (r.recv.bytes as u64 / stride).clamp(1, cfg.common.iters as u64);
     let (send, recv) = (if inplace { r.recv.ptr } else { r.send.ptr }, r.recv.ptr);
     let agg = cfg.agg;
     let mut op = |i: u32| -> Result<()> {
@@ -217,15 +223,15 @@ fn measure(r: &Rank, imp: &dyn super::Impl, cfg: &Config, case: &Case, checker: 
         Ok(())
     };
     let params = LoopParams {
-        iters: cfg.iters,
-        warmup: cfg.warmup,
+        iters: cfg.common.iters,
+        warmup: cfg.common.warmup,
         ops_per_iter: agg,
         blocking: cfg.blocking,
-        graph_launches: cfg.graph_launches,
+        graph_launches: cfg.common.graph_launches,
         capture,
     };
     let label = format!("{impl_name} {bytes}B {}", if inplace { "in-place" } else { "out-of-place" });
-    let timing = harness::time_loop(&r.gpu, r.boot, &params, &label, &mut op)?;
+    let timing = harness::time_loop(r.gpu, r.boot, &params, &label, &mut op)?;
     r.comm.async_error()?;
 
     let mode = if inplace { imp.in_place(count * elt) } else { InPlace::Checked };
@@ -233,21 +239,21 @@ fn measure(r: &Rank, imp: &dyn super::Impl, cfg: &Config, case: &Case, checker: 
         InPlace::Checked => None,
         InPlace::Unchecked(why) | InPlace::Unsupported(why) => Some(why),
     };
-    let wrong = if cfg.check == 0 || note.is_some() {
+    let wrong = if cfg.common.check == 0 || note.is_some() {
         None
     } else {
         let _range = crate::profile::range(|| format!("{label} check"));
         let rank = r.boot.rank() as u32;
         let mut wrong = 0;
-        for rep in 0..cfg.check {
+        for rep in 0..cfg.common.check {
             let seed = rep + 1;
-            checker.fill(&r.gpu, send, n * count, seed, rank)?;
+            checker.fill(r.gpu, send, n * count, seed, rank)?;
             if !inplace {
                 // In place the buffer holds the input; every block but our own must still change.
-                checker.poison(&r.gpu, recv, count, n as u32, seed, rank)?;
+                checker.poison(r.gpu, recv, count, n as u32, seed, rank)?;
             }
-            harness::run_once(&r.gpu, cfg.graph_launches > 0, &mut || imp.launch(r, send, recv, count))?;
-            wrong += checker.verify(&r.gpu, recv, count, n as u32, seed, rank)?;
+            harness::run_once(r.gpu, cfg.common.graph_launches > 0, &mut || imp.launch(r, send, recv, count))?;
+            wrong += checker.verify(r.gpu, recv, count, n as u32, seed, rank)?;
             if wrong > 0 {
                 break;
             }
@@ -257,232 +263,69 @@ fn measure(r: &Rank, imp: &dyn super::Impl, cfg: &Config, case: &Case, checker: 
     Ok(Measured { timing, wrong, note })
 }
 
-/// The progress line shows on rank 0 only, on a terminal, never under CI nor when stdout
-/// carries the JSON (`-J -`).
-fn show_progress(rank0: bool, json_stdout: bool, ci: bool, stderr_is_tty: bool) -> bool {
-    rank0 && !json_stdout && !ci && stderr_is_tty
+/// A row that did not run, for `reason` (the same on every rank).
+fn skipped(cfg: &Config, n: u64, impl_name: &str, count: u64, placement: &str, cycle: u32, reason: String) -> Row {
+    Row {
+        impl_name: impl_name.into(),
+        size_bytes: n * count * cfg.dtype.size(),
+        count,
+        dtype: cfg.dtype.name().into(),
+        placement: placement.into(),
+        status: "skipped".into(),
+        reason: Some(reason),
+        cycle,
+        ..Default::default()
+    }
 }
 
-/// Rank 0's output: the table as it goes, and the JSON / CSV at the end. Other ranks take part
-/// in the reductions only.
-struct Output<'c> {
-    print: bool,
-    cfg: &'c Config,
-    run: Run,
-    rows: Vec<Row>,
-    style: table::Style,
-    /// Skip reasons already printed under the current impl's table.
-    reasons_shown: std::collections::HashSet<String>,
-    /// `-J -`: the JSON owns stdout; the table goes to stderr.
-    json_stdout: bool,
-    /// A progress line on stderr: rank 0, a terminal, not under CI, stdout not JSON.
-    progress: bool,
-}
-
-impl<'c> Output<'c> {
-    fn new(print: bool, cfg: &'c Config, env: Env, started_at: String) -> Self {
-        let json_stdout = cfg.json.as_deref() == Some(std::path::Path::new("-"));
-        let run = Run::start("alltoall", &cfg.command, started_at, env, config_json(cfg));
-        Output {
-            print,
-            cfg,
-            run,
-            rows: vec![],
-            style: table::Style { cputime: cfg.cputime, per_iter: cfg.per_iter },
-            reasons_shown: Default::default(),
-            json_stdout,
-            progress: show_progress(
-                print,
-                json_stdout,
-                std::env::var_os("CI").is_some(),
-                std::io::IsTerminal::is_terminal(&std::io::stderr()),
-            ),
-        }
-    }
-
-    fn emit(&self, s: &str) {
-        if !self.print {
-            return;
-        }
-        self.progress("");
-        report::print_text(self.json_stdout, s);
-    }
-
-    /// Replace the progress line (empty: clear it).
-    fn progress(&self, text: &str) {
-        if self.progress {
-            let mut e = std::io::stderr().lock();
-            let _ = write!(e, "\r\x1b[K{}", if text.is_empty() { String::new() } else { format!("# running {text}") });
-            let _ = e.flush();
-        }
-    }
-
-    fn preamble(&self, r: &Rank, note: Option<String>) {
-        // Every rank contributes its device line.
-        let line = format!(
-            "#  Rank {:2} Group  0 Pid {:6} on {:>10} device {:2} [{}] {}\n",
-            r.boot.rank(),
-            std::process::id(),
-            bootstrap::hostname(),
-            r.gpu.ordinal,
-            r.gpu.pci_bus_id(),
-            r.gpu.name()
-        );
-        let lines = r.boot.allgather(line.as_bytes());
-        if !self.print {
-            return;
-        }
-        let e = &self.run.env;
-        let c = self.cfg;
-        let mut s = format!(
-            "# ginbench {} ({}) alltoall_perf nccl-headers={} nccl-library={} nccl-path={}\n",
-            self.run.tool.version, self.run.tool.git, e.nccl.header, e.nccl.library, e.nccl.path
-        );
-        s += &format!(
-            "# nThread {} nGpus 1 minBytes {} maxBytes {} warmup iters: {} iters: {} agg iters: {} validation: {} graph: {}\n",
-            c.local_ranks, c.min_bytes, c.max_bytes, c.warmup, c.iters, c.agg, c.check, c.graph_launches
-        );
-        s += &format!("# ranks {} hosts {} gin: {} ({})\n", e.ranks, e.hosts.len(), e.gin.kind, e.gin.reason);
-        if let Some(n) = note {
-            s += &n;
-            s.push('\n');
-        }
-        s += "#\n# Using devices\n";
-        for l in lines {
-            s += &String::from_utf8_lossy(&l);
-        }
-        self.emit(&s);
-    }
-
-    fn impl_header(&mut self, name: &str, id: u32, registration: &str) {
-        self.reasons_shown.clear();
-        self.emit(&format!("#\n# impl {name} (-D {id}), registration: {registration}\n"));
-        self.emit(&table::header(self.style));
-    }
-
-    /// Reduce one measurement over ranks into a row (every rank calls this; rank 0 keeps it).
-    /// A row that did not run, for `reason` (the same on every rank).
-    fn skipped(&self, impl_name: &str, count: u64, placement: &str, cycle: u32, reason: String) -> Row {
-        let n = self.run.env.ranks as u64;
-        Row {
-            impl_name: impl_name.into(),
-            size_bytes: n * count * self.cfg.dtype.size(),
-            count,
-            dtype: self.cfg.dtype.name().into(),
-            placement: placement.into(),
-            time_us: None,
-            p50_us: None,
-            p99_us: None,
-            algbw_gbps: None,
-            busbw_gbps: None,
-            wrong: None,
-            status: "skipped".into(),
-            reason: Some(reason),
-            cycle,
-            mode: None,
-            phase: None,
-            tokens: None,
-            ..Default::default()
-        }
-    }
-
-    fn row(&self, boot: &dyn Bootstrap, impl_name: &str, count: u64, placement: &str, cycle: u32, m: &Measured) -> Row {
-        let n = boot.size();
-        let mut mine = vec![m.timing.mean_us, m.timing.cpu_us, m.wrong.map(|w| w as f64).unwrap_or(-1.0)];
-        mine.extend(&m.timing.samples_us);
-        let all = boot.allgather_f64(&mine);
-        let pick = |i: usize| all.iter().map(|v| v[i]).collect::<Vec<f64>>();
-        let time = stats::reduce(&pick(if self.cfg.cputime { 1 } else { 0 }), self.cfg.average);
-        let samples: Vec<Vec<f64>> = all.iter().map(|v| v[3..].to_vec()).collect();
-        let pct = stats::percentiles(&stats::slowest_per_iteration(&samples));
-        let wrong = m.wrong.map(|_| pick(2).iter().map(|&w| w.max(0.0) as u64).sum());
-        let elt = self.cfg.dtype.size();
-        let size_bytes = n as u64 * count * elt;
-        let (alg, bus) = sizes::alltoall_bw(size_bytes, time, n as u64);
-        Row {
-            impl_name: impl_name.into(),
-            size_bytes,
-            count,
-            dtype: self.cfg.dtype.name().into(),
-            placement: placement.into(),
-            time_us: Some(time),
-            p50_us: pct.map(|p| p.0),
-            p99_us: pct.map(|p| p.1),
-            algbw_gbps: Some(alg),
-            busbw_gbps: Some(bus),
-            wrong,
-            status: "ok".into(),
-            reason: m.note.filter(|_| self.cfg.check > 0).map(String::from),
-            cycle,
-            mode: None,
-            phase: None,
-            tokens: None,
-            ..Default::default()
-        }
-    }
-
-    fn line(&mut self, out: &Row, inp: &Row) {
-        let mut s = table::line(out, inp, self.style);
-        s += &table::new_reasons(&mut self.reasons_shown, &[out, inp]);
-        self.emit(&s);
-    }
-
-    fn wrong_rows(&self) -> u64 {
-        self.rows.iter().filter(|r| r.wrong.unwrap_or(0) > 0).count() as u64
-    }
-
-    fn finish(&mut self, error: Option<&Error>) -> Result<()> {
-        if !self.print {
-            return Ok(());
-        }
-        let summary = Summary::of(&self.rows);
-        self.emit(&table::footer(summary.rows_wrong, summary.avg_busbw_gbps));
-        self.run.finish(std::mem::take(&mut self.rows), summary, error.map(|e| e.to_string()));
-        for line in report::write_outputs(&self.run, self.cfg.json.as_deref(), self.cfg.csv.as_deref())
-            .map_err(Error::internal)?
-        {
-            self.emit(&line);
-        }
-        Ok(())
+/// One measurement reduced over ranks into a row (every rank calls this; rank 0 keeps it).
+fn measured(r: &Rank, cfg: &Config, impl_name: &str, count: u64, placement: &str, cycle: u32, m: &Measured) -> Row {
+    let n = r.boot.size();
+    let mine = if cfg.cputime { m.timing.cpu_us } else { m.timing.mean_us };
+    let red = driver::output::reduce(r.boot, cfg.common.average, mine, &m.timing, m.wrong, &[]);
+    let size_bytes = n as u64 * count * cfg.dtype.size();
+    let (alg, bus) = sizes::alltoall_bw(size_bytes, red.time_us, n as u64);
+    Row {
+        impl_name: impl_name.into(),
+        size_bytes,
+        count,
+        dtype: cfg.dtype.name().into(),
+        placement: placement.into(),
+        time_us: Some(red.time_us),
+        p50_us: red.p50_us,
+        p99_us: red.p99_us,
+        algbw_gbps: Some(alg),
+        busbw_gbps: Some(bus),
+        wrong: red.wrong,
+        status: "ok".into(),
+        reason: m.note.filter(|_| cfg.common.check > 0).map(String::from),
+        cycle,
+        ..Default::default()
     }
 }
 
 fn config_json(c: &Config) -> serde_json::Value {
     serde_json::json!({
-        "local_ranks": c.local_ranks,
+        "local_ranks": c.common.local_ranks,
         "min_bytes": c.min_bytes,
         "max_bytes": c.max_bytes,
-        "iters": c.iters,
-        "warmup_iters": c.warmup,
+        "iters": c.common.iters,
+        "warmup_iters": c.common.warmup,
         "agg_iters": c.agg,
-        "run_cycles": c.cycles,
-        "check": c.check,
+        "run_cycles": c.common.cycles,
+        "check": c.common.check,
         "datatype": c.dtype.name(),
         "blocking": c.blocking,
-        "cudagraph": c.graph_launches,
-        "average": c.average,
-        "timeout_s": c.timeout_s,
+        "cudagraph": c.common.graph_launches,
+        "average": c.common.average,
+        "timeout_s": c.common.timeout_s,
         "local_register": c.register,
         "impls": c.impls.iter().map(|i| i.name).collect::<Vec<_>>(),
-        "device_cta_count": c.ctas,
+        "device_cta_count": c.common.ctas,
         "report_cputime": c.cputime,
-        "per_iter_timing": c.per_iter,
-        "emulate_nodes": c.emulate_nodes,
+        "per_iter_timing": c.common.per_iter,
+        "emulate_nodes": c.common.emulate_nodes,
         "profile_size": c.profile_size,
-        "require_gin": c.require_gin,
+        "require_gin": c.common.require_gin,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn progress_only_for_a_person_at_a_terminal() {
-        assert!(show_progress(true, false, false, true));
-        assert!(!show_progress(false, false, false, true), "other ranks stay quiet");
-        assert!(!show_progress(true, true, false, true), "-J - owns stdout");
-        assert!(!show_progress(true, false, true, true), "quiet under CI");
-        assert!(!show_progress(true, false, false, false), "not a terminal");
-    }
 }

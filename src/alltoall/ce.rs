@@ -25,7 +25,7 @@ impl Ce {
         let n = r.boot.size();
         let mut reqs = compat::requirements();
         reqs.lsaBarrierCount = 1;
-        let dev = DevComm::create(&r.comm, &reqs)?;
+        let dev = DevComm::create(r.comm, &reqs)?;
         let crate::nccl::Registration::Windows(_, recv_win) = r.reg else {
             return Err(crate::error::Error::internal("nvl-ce without symmetric windows"));
         };

@@ -4,7 +4,7 @@
 //! NIC-less GPU host before it runs on EFA or InfiniBand.
 use super::{Impl, InPlace, Rank};
 use crate::error::Result;
-pub use crate::gin::Kind;
+use crate::gin_transport::GinTransport;
 use crate::nccl::compat::{self, DevComm};
 use crate::nccl::SymBuffer;
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
@@ -26,7 +26,7 @@ pub struct GinA2a {
 impl GinA2a {
     /// Collective. Skips (inner Err) where the transport is missing: no GIN for the real kinds,
     /// no `--emulate-nodes` or no single NVLink domain for the emulated ones.
-    pub fn new(kind: Kind, r: &Rank) -> Result<std::result::Result<GinA2a, String>> {
+    pub fn new(kind: GinTransport, r: &Rank) -> Result<std::result::Result<GinA2a, String>> {
         let ctas = if r.ctas > 0 { r.ctas } else { DEFAULT_CTAS };
         let mut reqs = compat::requirements();
         let n = r.boot.size();
@@ -40,9 +40,9 @@ impl GinA2a {
             reqs.barrierCount = ctas as i32;
             reqs.ginSignalCount = ctas as i32;
         }
-        let dev = DevComm::create(&r.comm, &reqs)?;
+        let dev = DevComm::create(r.comm, &reqs)?;
         let signals =
-            if kind.emulated() { Some(SymBuffer::new(&r.comm, ctas as usize * 8, &r.gpu.stream)?) } else { None };
+            if kind.emulated() { Some(SymBuffer::new(r.comm, ctas as usize * 8, &r.gpu.stream)?) } else { None };
         Ok(Ok(GinA2a { func: r.gpu.function("gin", &format!("gb_{}", kind.symbol()))?, ctas, node_size, signals, dev }))
     }
 }

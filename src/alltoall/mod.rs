@@ -2,6 +2,7 @@
 pub mod auto;
 pub mod bench;
 pub mod ce;
+pub mod cli;
 pub mod gin;
 pub mod host;
 pub mod nvl;
@@ -12,13 +13,12 @@ use crate::cuda::Gpu;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::nccl::{ffi, Comm, DevMem, Registration};
-use registry::ImplInfo;
 
 /// One rank's resources, shared by every implementation.
 pub struct Rank<'a> {
     pub boot: &'a dyn Bootstrap,
-    pub gpu: Gpu,
-    pub comm: Comm,
+    pub gpu: &'a Gpu,
+    pub comm: &'a Comm,
     pub send: DevMem,
     pub recv: DevMem,
     pub reg: Registration,
@@ -26,7 +26,7 @@ pub struct Rank<'a> {
     /// `-V`: CTAs for device kernels, 0 = the impl's default.
     pub ctas: u32,
     /// GIN across these ranks, as NCCL answered (probed on a communicator of its own).
-    pub gin: crate::report::schema::Gin,
+    pub gin: crate::results::Gin,
     /// `--emulate-nodes N`: virtual nodes for gin-emu / hybrid-emu.
     pub emulate_nodes: Option<usize>,
 }
@@ -78,23 +78,4 @@ pub trait Impl {
     }
 
     fn in_place(&self, bytes_per_peer: u64) -> InPlace;
-}
-
-/// Set `info` up on this rank (collective: every rank calls it for the same impl). The inner
-/// `Err` is a reason to skip the impl on this system.
-pub fn make(info: &ImplInfo, r: &Rank) -> Result<std::result::Result<Box<dyn Impl>, String>> {
-    Ok(match info.name {
-        "host" => Ok(Box::new(host::Host)),
-        "nvl-simple" => nvl::Nvl::new(nvl::Kind::Simple, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
-        "nvl" => nvl::Nvl::new(nvl::Kind::Vector, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
-        "nvl-pull" => nvl::Nvl::new(nvl::Kind::Pull, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
-        "nvl-ll" => nvl::Nvl::new(nvl::Kind::LowLatency, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
-        "gin" => gin::GinA2a::new(gin::Kind::Gin, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
-        "hybrid" => gin::GinA2a::new(gin::Kind::Hybrid, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
-        "gin-emu" => gin::GinA2a::new(gin::Kind::GinEmu, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
-        "hybrid-emu" => gin::GinA2a::new(gin::Kind::HybridEmu, r)?.map(|i| Box::new(i) as Box<dyn Impl>),
-        "nvl-ce" => ce::Ce::new(r)?.map(|i| Box::new(i) as Box<dyn Impl>),
-        "auto" => auto::Auto::new(r)?.map(|i| Box::new(i) as Box<dyn Impl>),
-        other => return Err(Error::internal(format!("implementation '{other}' is registered but not built"))),
-    })
 }

@@ -68,9 +68,9 @@ impl Nvl {
         let mut reqs = compat::requirements();
         // One LSA barrier per CTA (the LL kernel has none, but a devComm needs no barrier to exist).
         reqs.lsaBarrierCount = if kind == Kind::LowLatency { 0 } else { ctas as i32 };
-        let dev = DevComm::create(&r.comm, &reqs)?;
+        let dev = DevComm::create(r.comm, &reqs)?;
         let ll = if kind == Kind::LowLatency {
-            let buf = SymBuffer::new(&r.comm, (2 * n as u64 * LL_CAP) as usize, &r.gpu.stream)?;
+            let buf = SymBuffer::new(r.comm, (2 * n as u64 * LL_CAP) as usize, &r.gpu.stream)?;
             let epochs = r.gpu.stream.alloc_zeros::<u32>(ctas as usize)?;
             let epochs_ptr = {
                 let (p, _sync) = epochs.device_ptr(&r.gpu.stream);

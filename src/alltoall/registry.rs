@@ -1,74 +1,135 @@
 //! The alltoall implementations: `-D` takes a number (nccl-tests compatible) or a name.
+use super::{auto, ce, gin, host, nvl, Impl, Rank};
 use crate::error::{Error, Result};
+use crate::gin_transport::GinTransport;
 
-#[derive(Debug)]
+/// An impl set up on one rank, or why it cannot run here.
+pub type Made = Result<std::result::Result<Box<dyn Impl>, String>>;
+
 pub struct ImplInfo {
     pub id: u32,
     pub name: &'static str,
     /// Runs on symmetric windows (needs -R 2).
     pub needs_window: bool,
+    /// The GIN transport it runs on, if any.
+    pub gin: Option<GinTransport>,
     pub about: &'static str,
+    /// Set it up on one rank (collective: every rank calls it for the same impl).
+    pub make: fn(&Rank) -> Made,
+}
+
+impl std::fmt::Debug for ImplInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl ImplInfo {
+    /// Runs on GIN emulated between virtual nodes (`--emulate-nodes`).
+    pub fn emulated(&self) -> bool {
+        self.gin.is_some_and(GinTransport::emulated)
+    }
+    /// Needs NCCL's own GIN.
+    pub fn real_gin(&self) -> bool {
+        self.gin.is_some_and(|g| !g.emulated())
+    }
+}
+
+fn boxed<T: Impl + 'static>(made: Result<std::result::Result<T, String>>) -> Made {
+    made.map(|i| i.map(|i| Box::new(i) as Box<dyn Impl>))
 }
 
 /// Every implementation, in `-D all` order. Adding one means: a Rust file in src/alltoall/,
-/// its kernels in src/kernels/, and a line here plus one in `alltoall::make`.
+/// its kernels in src/kernels/, and an entry here.
 pub const IMPLS: &[ImplInfo] = &[
-    ImplInfo { id: 0, name: "host", needs_window: false, about: "ncclAlltoAll (NCCL host API)" },
+    ImplInfo {
+        id: 0,
+        name: "host",
+        needs_window: false,
+        gin: None,
+        about: "ncclAlltoAll (NCCL host API)",
+        make: |_| Ok(Ok(Box::new(host::Host))),
+    },
     ImplInfo {
         id: 1,
         name: "nvl-simple",
         needs_window: true,
+        gin: None,
         about: "NVLink (LSA) 4-byte stores between LSA barriers (nccl-tests -D 1)",
+        make: |r| boxed(nvl::Nvl::new(nvl::Kind::Simple, r)),
     },
     ImplInfo {
         id: 2,
         name: "nvl",
         needs_window: true,
+        gin: None,
         about: "NVLink (LSA) 16-byte vectors, unrolled, warps spread over peers (nccl-tests -D 2)",
+        make: |r| boxed(nvl::Nvl::new(nvl::Kind::Vector, r)),
     },
     ImplInfo {
         id: 3,
         name: "gin",
         needs_window: true,
+        gin: Some(GinTransport::Gin),
         about: "GIN: every peer by GIN put + signal (NIC loopback inside the node); skipped without GIN",
+        make: |r| boxed(gin::GinA2a::new(GinTransport::Gin, r)),
     },
     ImplInfo {
         id: 4,
         name: "hybrid",
         needs_window: true,
+        gin: Some(GinTransport::Hybrid),
         about: "NVLink (LSA) stores inside the node, GIN put + signal across nodes; skipped without GIN",
+        make: |r| boxed(gin::GinA2a::new(GinTransport::Hybrid, r)),
     },
     ImplInfo {
         id: 5,
         name: "nvl-ll",
         needs_window: true,
+        gin: None,
         about: "NVLink low latency: flag-in-data 16-byte stores, no barrier, double-buffered",
+        make: |r| boxed(nvl::Nvl::new(nvl::Kind::LowLatency, r)),
     },
     ImplInfo {
         id: 7,
         name: "nvl-pull",
         needs_window: true,
+        gin: None,
         about: "NVLink (LSA) pull: 16-byte vector loads from peers' send windows",
+        make: |r| boxed(nvl::Nvl::new(nvl::Kind::Pull, r)),
     },
     ImplInfo {
         id: 8,
         name: "nvl-ce",
         needs_window: true,
+        gin: None,
         about: "NVLink by the copy engines: one async copy per peer into its window, between LSA barriers",
+        make: |r| boxed(ce::Ce::new(r)),
     },
     ImplInfo {
         id: 9,
         name: "gin-emu",
         needs_window: true,
+        gin: Some(GinTransport::GinEmu),
         about: "the gin protocol on GIN emulated over NVLink between --emulate-nodes virtual nodes",
+        make: |r| boxed(gin::GinA2a::new(GinTransport::GinEmu, r)),
     },
     ImplInfo {
         id: 10,
         name: "hybrid-emu",
         needs_window: true,
+        gin: Some(GinTransport::HybridEmu),
         about: "the hybrid protocol on --emulate-nodes virtual nodes (emulated GIN between them)",
+        make: |r| boxed(gin::GinA2a::new(GinTransport::HybridEmu, r)),
     },
-    ImplInfo { id: 6, name: "auto", needs_window: true, about: "per size: nvl-ll for small blocks, nvl for large" },
+    ImplInfo {
+        id: 6,
+        name: "auto",
+        needs_window: true,
+        gin: None,
+        about: "per size: nvl-ll for small blocks, nvl for large",
+        make: |r| boxed(auto::Auto::new(r)),
+    },
 ];
 
 /// Resolve a `-D` value: comma-separated numbers or names, or `all`.

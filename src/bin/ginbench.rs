@@ -1,7 +1,8 @@
 use clap::{Parser, Subcommand};
+use ginbench::environment::node as sysinfo;
 use ginbench::error::{die, Exit};
 use ginbench::report::{compare, json, sidebyside, write_atomic};
-use ginbench::sysinfo;
+
 use std::path::{Path, PathBuf};
 
 const PROG: &str = "ginbench";
@@ -64,7 +65,7 @@ fn bad_input_exit() -> i32 {
     }
 }
 
-fn load(path: &Path) -> Result<ginbench::report::schema::Run, String> {
+fn load(path: &Path) -> Result<ginbench::results::Run, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     json::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
 }

@@ -1,60 +1,84 @@
-//! `ep_perf`: bring ranks up, then for every mode, dispatch payload, impl and tokens per rank:
-//! time dispatch and combine, check both against the host reference, report.
+//! `ep_perf`: for every mode, dispatch payload, impl and tokens per rank: time dispatch and
+//! combine, check both against the host reference, and hand the rows to the driver.
 use super::cli::Config;
 use super::device::{sm_count, Checks, Inputs};
 use super::metrics::{self, Mode, Phase};
 use super::reference::Layout;
 use super::shape::Payload;
-use super::{make, Ctx, EpImpl};
+use super::{Ctx, EpImpl};
 use crate::bootstrap::Bootstrap;
 use crate::cuda::Gpu;
-use crate::error::{Error, Exit, Result};
-use crate::harness::{self, stats, watchdog, LoopParams};
-use crate::nccl::{self, Comm};
-use crate::report::schema::{self, Env, Row, Run, Summary};
-use crate::report::{self, table};
+use crate::driver::{self, Benchmark, Output, RankCtx};
+use crate::error::{Error, Result};
+use crate::harness::{self, watchdog, LoopParams};
+use crate::nccl::Comm;
+use crate::report::table;
+use crate::results::{Env, Row, Summary};
 
-const PROG: &str = "ep_perf";
+impl Benchmark for Config {
+    const PROG: &'static str = "ep_perf";
+    const KIND: &'static str = "ep";
 
-pub fn main(cfg: Config) -> Result<Exit> {
-    let local_ranks = cfg.local_ranks;
-    harness::ranks::run(PROG, local_ranks, move |boot, device| run_rank(boot, &cfg, device))
-}
-
-fn run_rank(boot: &dyn Bootstrap, cfg: &Config, device: usize) -> Result<Exit> {
-    let (rank, n) = (boot.rank(), boot.size());
-    let started_at = schema::now_rfc3339();
-    let gpu = Gpu::open(device)?;
-    cfg.shape.validate(n)?;
-    crate::gin::check_nodes_divide(cfg.emulate_nodes, n)?;
-    let sms = sm_count(&gpu)?;
-    if cfg.ctas > sms {
-        return Err(Error::usage(
-            format!(
-                "-V {} asks for more CTAs than the GPU's {sms} SMs (the kernels need every CTA resident)",
-                cfg.ctas
-            ),
-            format!("use -V 1..{sms}"),
-        ));
+    fn common(&self) -> &driver::Common {
+        &self.common
     }
-    let gin = nccl::probe_gin(boot)?;
-    let comm = Comm::bootstrap(boot)?;
-    watchdog::beat();
-    let env = crate::envinfo::gather(boot, &gpu, gin)?;
-    let mut out = Output::new(rank == 0, cfg, env, started_at);
-    out.preamble();
 
-    let checks = Checks::new(&gpu)?;
-    let mut st = State { boot, gpu: &gpu, comm: &comm, cfg, checks, seed: 0 };
-    let result = st.sweep(&mut out);
-    let exit = match &result {
-        Ok(()) if out.rows.iter().any(|r| r.wrong.unwrap_or(0) > 0) => Exit::WrongData,
-        Ok(()) => Exit::Ok,
-        Err(e) => e.exit,
-    };
-    out.finish(result.as_ref().err())?;
-    gpu.stream.synchronize()?;
-    result.map(|_| exit)
+    fn config_json(&self) -> serde_json::Value {
+        config_json(self)
+    }
+
+    fn real_gin_impls(&self) -> Vec<&'static str> {
+        self.impls.iter().filter(|i| i.real_gin()).map(|i| i.name).collect()
+    }
+
+    fn describe(&self, env: &Env) -> String {
+        let (c, s) = (&self.common, &self.shape);
+        format!(
+            "# layer {}: hidden {} top-{} {} experts ({} per rank); routing {} seed {} masked {}\n# warmup iters: {} iters: {} validation: {} graph: {} device CTAs (SMs): {}\n",
+            self.preset,
+            s.hidden,
+            s.topk,
+            s.experts,
+            s.experts / env.ranks.max(1),
+            self.gen.name(),
+            self.seed,
+            self.masked,
+            c.warmup,
+            c.iters,
+            c.check,
+            c.graph_launches,
+            self.ctas
+        )
+    }
+
+    fn check_gpu(&self, gpu: &Gpu) -> Result<()> {
+        let sms = sm_count(gpu)?;
+        if self.ctas > sms {
+            return Err(Error::usage(
+                format!(
+                    "-V {} asks for more CTAs than the GPU's {sms} SMs (the kernels need every CTA resident)",
+                    self.ctas
+                ),
+                format!("use -V 1..{sms}"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn sweep(&self, ctx: &RankCtx, out: &mut Output) -> Result<()> {
+        self.shape.validate(ctx.boot.size())?;
+        let mut st =
+            State { boot: ctx.boot, gpu: ctx.gpu, comm: ctx.comm, cfg: self, checks: Checks::new(ctx.gpu)?, seed: 0 };
+        for cycle in 0..self.common.cycles {
+            out.cycle = cycle;
+            st.sweep(ctx.env, out)?;
+        }
+        Ok(())
+    }
+
+    fn footer(&self, s: &Summary) -> String {
+        format!("# Out of bounds values : {} {}\n#\n", s.rows_wrong, if s.rows_wrong > 0 { "FAILED" } else { "OK" })
+    }
 }
 
 struct State<'a> {
@@ -78,7 +102,7 @@ struct Measured {
 }
 
 impl State<'_> {
-    fn sweep(&mut self, out: &mut Output) -> Result<()> {
+    fn sweep(&mut self, env: &Env, out: &mut Output) -> Result<()> {
         let cfg = self.cfg;
         let n = self.boot.size();
         let spec = cfg.routing(n);
@@ -88,7 +112,8 @@ impl State<'_> {
             let tokens = cfg.tokens_for(mode);
             let max_tokens = *tokens.iter().max().unwrap();
             for &payload in &cfg.payloads {
-                for &name in &cfg.impls {
+                for info in &cfg.impls {
+                    let name = info.name;
                     let c = Ctx {
                         boot: self.boot,
                         gpu: self.gpu,
@@ -98,36 +123,44 @@ impl State<'_> {
                         mode,
                         ctas: cfg.ctas,
                         max_tokens,
-                        emulate_nodes: cfg.emulate_nodes,
+                        emulate_nodes: cfg.common.emulate_nodes,
                     };
-                    let imp = make(name, &c, &out.run.env.gin)?;
+                    let imp = (info.make)(&c, &env.gin)?;
                     let skip = match &imp {
                         Err(why) => Some(why.clone()),
-                        Ok(imp) if cfg.graph_launches > 0 => {
+                        Ok(imp) if cfg.common.graph_launches > 0 => {
                             imp.not_capturable().map(|w| format!("not CUDA-graph capturable: {w}"))
                         }
                         Ok(_) => None,
                     };
-                    out.impl_header(name, mode, payload, imp.as_ref().ok().and_then(|i| i.sms()));
+                    let sms = imp.as_ref().ok().and_then(|i| i.sms());
+                    let sms_text = sms.map(|s| format!("{s} SMs")).unwrap_or_else(|| "NCCL kernels".into());
+                    out.section(
+                        &format!(
+                            "impl {name}, mode {}, dispatch {} / combine bf16, {sms_text}",
+                            mode.name(),
+                            payload.name()
+                        ),
+                        &table::ep_header(),
+                    );
                     for &t in &tokens {
                         let rows = match (&skip, &imp) {
-                            (Some(why), _) => {
-                                [Phase::Dispatch, Phase::Combine].map(|p| out.skipped(name, mode, p, payload, t, why))
-                            }
+                            (Some(why), _) => [Phase::Dispatch, Phase::Combine]
+                                .map(|p| self.skipped(name, mode, p, payload, t, why, out.cycle)),
                             (None, Ok(imp)) => {
+                                out.progress(&format!("{name} {} {} {t} tokens", mode.name(), payload.name()));
                                 let routing: Vec<_> =
                                     (0..n).map(|r| spec.generate(r, t, cfg.shape.experts, cfg.shape.topk)).collect();
                                 let layout = Layout { routing: &routing, local_experts: cfg.shape.local_experts(n) };
                                 let [d, cm] = self.measure(&c, imp.as_ref(), &layout, t, &same_host)?;
                                 [
-                                    out.row(self.boot, name, mode, Phase::Dispatch, payload, t, imp.sms(), &d),
-                                    out.row(self.boot, name, mode, Phase::Combine, payload, t, imp.sms(), &cm),
+                                    self.row(name, mode, Phase::Dispatch, payload, t, sms, &d, out.cycle),
+                                    self.row(name, mode, Phase::Combine, payload, t, sms, &cm, out.cycle),
                                 ]
                             }
                             (None, Err(_)) => unreachable!("a skipped impl has a reason"),
                         };
-                        out.line(&rows[0], &rows[1]);
-                        out.rows.extend(rows);
+                        out.rows(table::ep_line(&rows[0], &rows[1]), rows.into());
                         watchdog::beat();
                     }
                     if let Ok(imp) = imp {
@@ -165,12 +198,12 @@ impl State<'_> {
         drop(rec);
 
         let params = LoopParams {
-            iters: cfg.iters,
-            warmup: cfg.warmup,
+            iters: cfg.common.iters,
+            warmup: cfg.common.warmup,
             ops_per_iter: 1,
             blocking: false,
-            graph_launches: cfg.graph_launches,
-            capture: false,
+            graph_launches: cfg.common.graph_launches,
+            capture: cfg.profile_tokens == Some(tokens),
         };
         let label = |p: Phase| format!("{} {} {} {tokens}", c.mode.name(), p.name(), c.payload.name());
         let dispatch = || -> Result<()> {
@@ -184,10 +217,10 @@ impl State<'_> {
         self.comm.async_error()?;
 
         let (mut wd, mut wc) = (None, None);
-        for _ in 0..cfg.check {
+        for _ in 0..cfg.common.check {
             self.seed += 1;
             let seed = self.seed;
-            let graph = cfg.graph_launches > 0;
+            let graph = cfg.common.graph_launches > 0;
             inp.fill(gpu, seed)?;
             if !quantize_timed {
                 inp.quantize(gpu, all_sms)?;
@@ -220,79 +253,6 @@ impl State<'_> {
         };
         Ok([phase(Phase::Dispatch, td, wd), phase(Phase::Combine, tc, wc)])
     }
-}
-
-/// Rank 0's output: the table as it goes, JSON / CSV at the end.
-struct Output<'c> {
-    print: bool,
-    cfg: &'c Config,
-    run: Run,
-    rows: Vec<Row>,
-    json_stdout: bool,
-    reasons_shown: std::collections::HashSet<String>,
-}
-
-impl<'c> Output<'c> {
-    fn new(print: bool, cfg: &'c Config, env: Env, started_at: String) -> Self {
-        let json_stdout = cfg.json.as_deref() == Some(std::path::Path::new("-"));
-        let run = Run::start("ep", &cfg.command, started_at, env, config_json(cfg));
-        Output { print, cfg, run, rows: vec![], json_stdout, reasons_shown: Default::default() }
-    }
-
-    fn emit(&self, s: &str) {
-        if !self.print {
-            return;
-        }
-        report::print_text(self.json_stdout, s);
-    }
-
-    fn preamble(&self) {
-        let e = &self.run.env;
-        let c = self.cfg;
-        let s = &c.shape;
-        let mut t = format!(
-            "# ginbench {} ({}) ep_perf nccl-headers={} nccl-library={} nccl-path={}\n",
-            self.run.tool.version, self.run.tool.git, e.nccl.header, e.nccl.library, e.nccl.path
-        );
-        t += &format!(
-            "# ranks {} hosts {} gin: {} ({})\n# layer {}: hidden {} top-{} {} experts ({} per rank); routing {} seed {} masked {}\n",
-            e.ranks,
-            e.hosts.len(),
-            e.gin.kind,
-            e.gin.reason,
-            c.preset,
-            s.hidden,
-            s.topk,
-            s.experts,
-            s.experts / e.ranks.max(1),
-            c.gen.name(),
-            c.seed,
-            c.masked
-        );
-        t += &format!(
-            "# warmup iters: {} iters: {} validation: {} graph: {} device CTAs (SMs): {}
-",
-            c.warmup, c.iters, c.check, c.graph_launches, c.ctas
-        );
-        for g in &e.gpus {
-            t += &format!(
-                "#  Rank {:2} on {:>10} device {:2} [{}] {}\n",
-                g.rank, g.host, g.device, g.pci_bus_id, g.name
-            );
-        }
-        self.emit(&t);
-    }
-
-    fn impl_header(&mut self, name: &str, mode: Mode, payload: Payload, sms: Option<u32>) {
-        self.reasons_shown.clear();
-        let sms = sms.map(|s| format!("{s} SMs")).unwrap_or_else(|| "NCCL kernels".into());
-        self.emit(&format!(
-            "#\n# impl {name}, mode {}, dispatch {} / combine bf16, {sms}\n",
-            mode.name(),
-            payload.name()
-        ));
-        self.emit(&table::ep_header());
-    }
 
     fn base(&self, name: &str, mode: Mode, phase: Phase, payload: Payload, tokens: usize) -> Row {
         let s = &self.cfg.shape;
@@ -312,15 +272,29 @@ impl<'c> Output<'c> {
         }
     }
 
-    fn skipped(&self, name: &str, mode: Mode, phase: Phase, payload: Payload, tokens: usize, why: &str) -> Row {
-        Row { status: "skipped".into(), reason: Some(why.into()), ..self.base(name, mode, phase, payload, tokens) }
+    #[allow(clippy::too_many_arguments)]
+    fn skipped(
+        &self,
+        name: &str,
+        mode: Mode,
+        phase: Phase,
+        payload: Payload,
+        tokens: usize,
+        why: &str,
+        cycle: u32,
+    ) -> Row {
+        Row {
+            status: "skipped".into(),
+            reason: Some(why.into()),
+            cycle,
+            ..self.base(name, mode, phase, payload, tokens)
+        }
     }
 
     /// Reduce one phase over ranks (every rank calls this; rank 0 keeps the row).
     #[allow(clippy::too_many_arguments)]
     fn row(
         &self,
-        boot: &dyn Bootstrap,
         name: &str,
         mode: Mode,
         phase: Phase,
@@ -328,68 +302,32 @@ impl<'c> Output<'c> {
         tokens: usize,
         sms: Option<u32>,
         m: &Measured,
+        cycle: u32,
     ) -> Row {
-        let mut mine = vec![
-            m.timing.mean_us,
-            m.wrong.map(|w| w as f64).unwrap_or(-1.0),
-            m.logical_bytes as f64,
-            m.sent_bytes as f64,
-            m.wire.nvl as f64,
-            m.wire.net as f64,
-        ];
-        mine.extend(&m.timing.samples_us);
-        let all = boot.allgather_f64(&mine);
-        let pick = |i: usize| all.iter().map(|v| v[i]).collect::<Vec<f64>>();
-        let mean = |i: usize| pick(i).iter().sum::<f64>() / all.len() as f64;
-        let time = stats::reduce(&pick(0), self.cfg.average);
-        let samples: Vec<Vec<f64>> = all.iter().map(|v| v[6..].to_vec()).collect();
-        let pct = stats::percentiles(&stats::slowest_per_iteration(&samples));
-        let wrong = m.wrong.map(|_| pick(1).iter().map(|&w| w.max(0.0) as u64).sum());
-        let bw = mean(2) / time / 1e3;
+        let extras = [m.logical_bytes as f64, m.sent_bytes as f64, m.wire.nvl as f64, m.wire.net as f64];
+        let red =
+            driver::output::reduce(self.boot, self.cfg.common.average, m.timing.mean_us, &m.timing, m.wrong, &extras);
+        let bw = red.extras[0] / red.time_us / 1e3;
         Row {
-            size_bytes: mean(3).round() as u64,
-            time_us: Some(time),
-            p50_us: pct.map(|p| p.0),
-            p99_us: pct.map(|p| p.1),
+            size_bytes: red.extras[1].round() as u64,
+            time_us: Some(red.time_us),
+            p50_us: red.p50_us,
+            p99_us: red.p99_us,
             algbw_gbps: Some(bw),
             bw_gbps: Some(bw),
-            wrong,
+            wrong: red.wrong,
             status: "ok".into(),
-            wire_bytes: Some(metrics::Wire { nvl: mean(4).round() as u64, net: mean(5).round() as u64 }),
+            wire_bytes: Some(metrics::Wire { nvl: red.extras[2].round() as u64, net: red.extras[3].round() as u64 }),
             sms,
+            cycle,
             ..self.base(name, mode, phase, payload, tokens)
         }
-    }
-
-    fn line(&mut self, d: &Row, c: &Row) {
-        let mut s = table::ep_line(d, c);
-        s += &table::new_reasons(&mut self.reasons_shown, &[d, c]);
-        self.emit(&s);
-    }
-
-    fn finish(&mut self, error: Option<&Error>) -> Result<()> {
-        if !self.print {
-            return Ok(());
-        }
-        let summary = Summary::of(&self.rows);
-        self.emit(&format!(
-            "# Out of bounds values : {} {}\n#\n",
-            summary.rows_wrong,
-            if summary.rows_wrong > 0 { "FAILED" } else { "OK" }
-        ));
-        self.run.finish(std::mem::take(&mut self.rows), summary, error.map(|e| e.to_string()));
-        for line in report::write_outputs(&self.run, self.cfg.json.as_deref(), self.cfg.csv.as_deref())
-            .map_err(Error::internal)?
-        {
-            self.emit(&line);
-        }
-        Ok(())
     }
 }
 
 fn config_json(c: &Config) -> serde_json::Value {
     serde_json::json!({
-        "local_ranks": c.local_ranks,
+        "local_ranks": c.common.local_ranks,
         "modes": c.modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
         "preset": c.preset,
         "hidden": c.shape.hidden,
@@ -400,15 +338,18 @@ fn config_json(c: &Config) -> serde_json::Value {
         "routing": c.gen.name(),
         "masked": c.masked,
         "seed": c.seed,
-        "impls": c.impls,
-        "emulate_nodes": c.emulate_nodes,
-        "iters": c.iters,
-        "warmup_iters": c.warmup,
-        "check": c.check,
-        "cudagraph": c.graph_launches,
-        "average": c.average,
-        "timeout_s": c.timeout_s,
+        "impls": c.impls.iter().map(|i| i.name).collect::<Vec<_>>(),
+        "emulate_nodes": c.common.emulate_nodes,
+        "iters": c.common.iters,
+        "warmup_iters": c.common.warmup,
+        "check": c.common.check,
+        "cudagraph": c.common.graph_launches,
+        "average": c.common.average,
+        "timeout_s": c.common.timeout_s,
         "device_cta_count": c.ctas,
+        "run_cycles": c.common.cycles,
+        "require_gin": c.common.require_gin,
+        "profile_tokens": c.profile_tokens,
         "order": {
             "host": "deterministic: per source rank, per local expert, tokens in order",
             "nvl-ll": "per local expert, source ranks in order; inside one (expert, source) segment rows are in arrival order (not deterministic), checked as sets",

@@ -1,11 +1,13 @@
 //! `ep_perf` command line: nccl-tests flags where they mean the same, and the layer's own.
 use super::metrics::Mode;
+use super::registry::{self, EpImplInfo};
 use super::routing::{Generator, RoutingSpec};
 use super::shape::{self, Payload, Shape};
+use crate::driver::cli::{help_footer, list, CommonArgs, VERSION};
+use crate::driver::Common;
 use crate::error::{Error, Result};
 use crate::harness::sizes;
 use clap::Parser;
-use std::path::PathBuf;
 
 const AFTER_HELP: &str = "\
 Tokens per rank (-b/-e/-i/-f) default to 128 in LL mode and 4096 in HT mode. Routing is seeded
@@ -24,18 +26,13 @@ host, with GIN emulated over NVLink between them.
 Bandwidth is DeepEP's logical definition (named in the JSON as bw_definition); wire_bytes are the
 bytes one rank really sends to other ranks, by link class.
 
-Exit codes: 0 ok, 1 internal error, 2 CUDA error, 3 NCCL error, 4 timeout, 5 not implemented,
-6 bad usage, 7 wrong data, 8 environment (no GPU / driver, no matching NCCL).";
+--profile-size takes tokens per rank (one of the sweep's); -V defaults to 24 CTAs (= SMs).";
 
 #[derive(Parser, Debug, Clone)]
-#[command(name = "ep_perf", version, about = "MoE expert-parallel dispatch / combine latency and bandwidth", after_help = AFTER_HELP, args_override_self = true)]
+#[command(name = "ep_perf", version = VERSION, disable_version_flag = true, about = "MoE expert-parallel dispatch / combine latency and bandwidth", after_help = help_footer(AFTER_HELP), args_override_self = true, allow_negative_numbers = true)]
 pub struct Args {
-    /// Host threads per process (each drives -g GPUs)
-    #[arg(short = 't', long = "nthreads", default_value_t = 1)]
-    pub nthreads: usize,
-    /// GPUs per thread
-    #[arg(short = 'g', long = "ngpus", default_value_t = 1)]
-    pub ngpus: usize,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Mode(s): ll, ht, or both comma-separated
     #[arg(long = "mode", default_value = "ll,ht")]
     pub mode: String,
@@ -78,40 +75,6 @@ pub struct Args {
     /// Implementation(s), comma-separated, or `all` (see --list-impls)
     #[arg(short = 'D', long = "impl", default_value = "host,nvl")]
     pub implementation: String,
-    /// Split this host's ranks into N virtual nodes for gin-emu / hybrid-emu (emulated GIN
-    /// between them)
-    #[arg(long = "emulate-nodes", value_name = "N")]
-    pub emulate_nodes: Option<usize>,
-    /// Timed iterations per phase
-    #[arg(short = 'n', long = "iters", default_value_t = 20)]
-    pub iters: u32,
-    /// Warm-up iterations per phase (untimed)
-    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
-    pub warmup_iters: u32,
-    /// Checked runs per row: 0 disables the correctness check
-    #[arg(short = 'c', long = "check", default_value_t = 1)]
-    pub check: u32,
-    /// Capture the timed loop in a CUDA graph and launch it N times (0 = off)
-    #[arg(short = 'G', long = "cudagraph", default_value_t = 0)]
-    pub cudagraph: u32,
-    /// Time reduced over ranks: 0 rank 0, 1 average, 2 minimum, 3 maximum
-    #[arg(short = 'a', long = "average", default_value_t = 1)]
-    pub average: u32,
-    /// Seconds a step may take before the run is stopped (0 = off)
-    #[arg(short = 'T', long = "timeout", default_value_t = 0)]
-    pub timeout: u64,
-    /// CTAs (= SMs) for device kernels (0 = 24)
-    #[arg(short = 'V', long = "device_cta_count", default_value_t = 0)]
-    pub cta_count: u32,
-    /// Write results as JSON (schema ginbench/1) to FILE (`-` for stdout)
-    #[arg(short = 'J', long = "output_file", value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Write result rows as CSV to FILE
-    #[arg(long = "csv", value_name = "FILE")]
-    pub csv: Option<PathBuf>,
-    /// List the implementations and presets, and exit
-    #[arg(long = "list-impls")]
-    pub list_impls: bool,
 }
 
 /// Default SMs for device kernels: the budget DESIGN §8 sets for EP.
@@ -119,7 +82,7 @@ pub const DEFAULT_CTAS: u32 = 24;
 
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub local_ranks: usize,
+    pub common: Common,
     pub modes: Vec<Mode>,
     pub preset: String,
     pub shape: Shape,
@@ -129,34 +92,15 @@ pub struct Config {
     pub gen: Generator,
     pub masked: usize,
     pub seed: u64,
-    pub impls: Vec<&'static str>,
-    /// `--emulate-nodes N`: virtual nodes for gin-emu / hybrid-emu.
-    pub emulate_nodes: Option<usize>,
-    pub iters: u32,
-    pub warmup: u32,
-    pub check: u32,
-    pub graph_launches: u32,
-    pub average: u32,
-    pub timeout_s: u64,
+    pub impls: Vec<&'static EpImplInfo>,
+    /// CTAs (= SMs) of the device kernels: `-V`, or [`DEFAULT_CTAS`].
     pub ctas: u32,
-    pub json: Option<PathBuf>,
-    pub csv: Option<PathBuf>,
-    pub command: String,
-}
-
-fn list<T>(text: &str, what: &str, parse: impl Fn(&str) -> Result<T>) -> Result<Vec<T>> {
-    let v: Vec<T> = text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(parse).collect::<Result<_>>()?;
-    if v.is_empty() {
-        return Err(Error::usage(format!("empty {what} list"), format!("give at least one {what}")));
-    }
-    Ok(v)
+    /// `--profile-size`: tokens per rank whose timed loops are captured.
+    pub profile_tokens: Option<usize>,
 }
 
 impl Config {
     pub fn from_args(a: &Args, command: String) -> Result<Config> {
-        if a.nthreads == 0 || a.ngpus == 0 {
-            return Err(Error::usage("-t and -g must be at least 1", "e.g. -t 1 -g 4"));
-        }
         let modes = list(&a.mode, "mode", |s| match s {
             "ll" => Ok(Mode::Ll),
             "ht" => Ok(Mode::Ht),
@@ -168,49 +112,28 @@ impl Config {
             topk: a.topk.unwrap_or(p.topk),
             experts: a.experts.unwrap_or(p.experts),
         };
-        shape.validate(0)?;
-        let tokens = match (&a.min_tokens, &a.max_tokens) {
-            (None, None) => None,
-            (min, max) => {
-                let min = sizes::parse_size(min.as_deref().or(max.as_deref()).unwrap())?;
-                let max = max.as_deref().map(sizes::parse_size).transpose()?.unwrap_or(min);
-                if min == 0 || min.max(max) as usize > shape::MAX_TOKENS {
-                    return Err(Error::usage(
-                        format!("tokens per rank must be in 1..={}", shape::MAX_TOKENS),
-                        "e.g. -b 1 -e 256",
-                    ));
-                }
-                let step = sizes::parse_size(&a.step)?;
-                let sweep = sizes::sweep(min, max, a.stepfactor, step)?;
-                Some(sweep.into_iter().map(|t| t as usize).collect())
-            }
-        };
+        let step = sizes::parse_size(&a.step)?;
+        let min = a.min_tokens.as_deref().or(a.max_tokens.as_deref()).map(sizes::parse_size).transpose()?;
+        let max = a.max_tokens.as_deref().map(sizes::parse_size).transpose()?.or(min);
+        if let Some(t) = min.into_iter().chain(max).find(|&t| t == 0 || t as usize > shape::MAX_TOKENS) {
+            return Err(Error::usage(
+                format!("tokens per rank {t} is not in 1..={}", shape::MAX_TOKENS),
+                "e.g. -b 1 -e 256",
+            ));
+        }
+        // The step is checked even when the sweep has one point, so `-f 0` is never accepted.
+        let sweep = sizes::sweep(min.unwrap_or(1), max.unwrap_or(1), a.stepfactor, step, "-i 1")?;
+        let tokens = min.map(|_| sweep.into_iter().map(|t| t as usize).collect::<Vec<_>>());
         let payloads = list(&a.datatype, "datatype", Payload::parse)?;
         let gen = Generator::parse(&a.routing)?;
         gen.validate(shape.experts, shape.topk)?;
-        let impls: Vec<&'static str> =
-            if a.implementation.trim() == "all" {
-                super::IMPLS.iter().map(|(n, _)| *n).collect()
-            } else {
-                list(&a.implementation, "implementation", |s| {
-                    super::IMPLS.iter().map(|(n, _)| *n).find(|n| *n == s).ok_or_else(|| {
-                        Error::usage(format!("unknown implementation '{s}'"), "see ep_perf --list-impls")
-                    })
-                })?
-            };
-        let first_emu = impls.iter().copied().find(|n| n.ends_with("-emu"));
-        crate::gin::check_emulate_nodes(a.emulate_nodes, a.implementation.trim() == "all", first_emu)?;
-        if a.iters == 0 {
-            return Err(Error::usage("-n must be at least 1", "e.g. -n 20"));
-        }
-        if a.average > 3 {
-            return Err(Error::usage(format!("-a {} is not 0..3", a.average), "-a 0 rank 0, 1 average, 2 min, 3 max"));
-        }
-        if a.cta_count > 1024 {
-            return Err(Error::usage(format!("-V {} is above 1024", a.cta_count), "use -V 1..1024 (0 = 24)"));
-        }
-        Ok(Config {
-            local_ranks: a.nthreads * a.ngpus,
+        let impls = registry::resolve(&a.implementation)?;
+        let first_emu = impls.iter().find(|i| i.emulated()).map(|i| i.name);
+        let common = Common::from_args(&a.common, first_emu, a.implementation.trim() == "all", command)?;
+        shape.validate(common.ranks.unwrap_or(0))?;
+        let mut cfg = Config {
+            ctas: if common.ctas == 0 { DEFAULT_CTAS } else { common.ctas },
+            common,
             modes,
             preset: a.preset.clone(),
             shape,
@@ -220,18 +143,31 @@ impl Config {
             masked: a.masked,
             seed: a.seed,
             impls,
-            emulate_nodes: a.emulate_nodes,
-            iters: a.iters,
-            warmup: a.warmup_iters,
-            check: a.check,
-            graph_launches: a.cudagraph,
-            average: a.average,
-            timeout_s: a.timeout,
-            ctas: if a.cta_count == 0 { DEFAULT_CTAS } else { a.cta_count },
-            json: a.json.clone(),
-            csv: a.csv.clone(),
-            command,
-        })
+            profile_tokens: None,
+        };
+        let swept: Vec<usize> = cfg.modes.iter().flat_map(|&m| cfg.tokens_for(m)).collect();
+        let fewest = swept.iter().copied().min().unwrap_or(1);
+        if a.masked > fewest * shape.topk {
+            return Err(Error::usage(
+                format!(
+                    "--masked {} is more than the {} top-k entries of {fewest} tokens per rank",
+                    a.masked,
+                    fewest * shape.topk
+                ),
+                "mask fewer entries than tokens × top-k",
+            ));
+        }
+        if let Some(p) = a.common.profile_size.as_deref() {
+            let t = sizes::parse_size(p)? as usize;
+            if !swept.contains(&t) {
+                return Err(Error::usage(
+                    format!("--profile-size {t} is not one of the sweep's tokens per rank"),
+                    "give tokens the -b/-e/-f sweep visits",
+                ));
+            }
+            cfg.profile_tokens = Some(t);
+        }
+        Ok(cfg)
     }
 
     /// Tokens per rank swept in `mode`.
@@ -268,7 +204,7 @@ mod tests {
         assert_eq!(c.tokens_for(Mode::Ll), vec![128]);
         assert_eq!(c.tokens_for(Mode::Ht), vec![4096]);
         assert_eq!(c.payloads, vec![Payload::Bf16]);
-        assert_eq!(c.impls, vec!["host", "nvl"]);
+        assert_eq!(c.impls.iter().map(|i| i.name).collect::<Vec<_>>(), vec!["host", "nvl"]);
         assert_eq!(c.ctas, 24);
     }
 
@@ -279,7 +215,7 @@ mod tests {
         assert_eq!(c.shape, Shape { hidden: 4096, topk: 1, experts: 8 });
         assert_eq!(c.tokens_for(Mode::Ht), vec![1, 2, 4, 8, 16, 32, 64, 128, 256]);
         assert_eq!(c.payloads, vec![Payload::Bf16, Payload::Fp8]);
-        assert_eq!(c.impls.len(), super::super::IMPLS.len());
+        assert_eq!(c.impls.len(), registry::IMPLS.len());
         assert_eq!(cfg(&["-e", "512"]).unwrap().tokens, Some(vec![512]));
     }
 
@@ -298,10 +234,19 @@ mod tests {
             (vec!["--routing", "group-limited:7:1"], "does not fit"),
             (vec!["-D", "deepep"], "unknown implementation"),
             (vec!["-a", "9"], "-a 9"),
-            (vec!["-n", "0"], "-n must"),
+            (vec!["-n", "0"], "-n and -N must"),
             (vec!["--mode", ""], "empty mode"),
             (vec!["-D", "gin-emu"], "--emulate-nodes"),
             (vec!["-D", "hybrid-emu", "--emulate-nodes", "0"], "--emulate-nodes 0"),
+            // Checks that need only the command line come before any GPU is touched.
+            (vec!["--experts", "7", "--topk", "2", "-g", "4"], "does not divide over 4 ranks"),
+            (vec!["-D", "gin-emu", "--emulate-nodes", "3", "-g", "4"], "--emulate-nodes 3 does not divide"),
+            (vec!["-f", "0"], "step factor -f is 0"),
+            (vec!["-b", "1", "-e", "8", "-f", "1", "-i", "0"], "the sweep never advances"),
+            (vec!["--masked", "2000", "--mode", "ll"], "--masked 2000 is more than"),
+            (vec!["-n", "-1"], "--iters"),
+            (vec!["-J", "/nonexistent/dir/x.json"], "does not exist"),
+            (vec!["--profile-size", "77"], "not one of the sweep"),
         ] {
             let e = cfg(&args).unwrap_err();
             assert_eq!(e.exit, Exit::Usage, "{args:?}: {e}");

@@ -10,7 +10,7 @@ use super::nvl::{self, ht_meta_bytes, ht_meta_offset};
 use super::reference::{Layout, Traffic};
 use super::{Ctx, EpImpl, Received};
 use crate::error::Result;
-pub use crate::gin::Kind;
+use crate::gin_transport::GinTransport;
 use crate::nccl::compat::{self, DevComm};
 use crate::nccl::{ffi, SymBuffer};
 use cudarc::driver::{CudaFunction, DeviceRepr, PushKernelArg};
@@ -88,7 +88,7 @@ struct Owned {
 }
 
 pub struct Gin {
-    kind: Kind,
+    kind: GinTransport,
     mode: Mode,
     ctas: u32,
     node_size: usize,
@@ -103,7 +103,7 @@ pub struct Gin {
 impl Gin {
     /// Collective. Skips (inner Err) where the transport is missing: GIN for gin / hybrid,
     /// `--emulate-nodes` and one NVLink domain for the emulated forms.
-    pub fn new(kind: Kind, c: &Ctx, gin: &crate::report::schema::Gin) -> Result<std::result::Result<Gin, String>> {
+    pub fn new(kind: GinTransport, c: &Ctx, gin: &crate::results::Gin) -> Result<std::result::Result<Gin, String>> {
         let n = c.boot.size();
         let mut reqs = compat::requirements();
         reqs.lsaBarrierCount = 0;

@@ -63,7 +63,7 @@ pub fn logical_bytes(mode: Mode, phase: Phase, shape: &Shape, payload: Payload, 
 }
 
 /// Bytes this rank puts on links, by class, its own rank excluded.
-pub use crate::report::schema::WireBytes as Wire;
+pub use crate::results::WireBytes as Wire;
 
 /// `per_peer[d]` bytes to rank d; `over_net[d]` picks the class. Self is excluded.
 pub fn split_wire(me: usize, per_peer: &[u64], over_net: &[bool]) -> Wire {

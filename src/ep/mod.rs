@@ -9,6 +9,7 @@ pub mod host;
 pub mod metrics;
 pub mod nvl;
 pub mod reference;
+pub mod registry;
 pub mod routing;
 pub mod shape;
 
@@ -80,30 +81,4 @@ pub trait EpImpl {
     fn over_network(&self, _c: &Ctx) -> Option<Vec<bool>> {
         None
     }
-}
-
-/// (name, description), in `-D all` order.
-pub const IMPLS: &[(&str, &str)] = &[
-    ("host", "Megatron-style: permute kernel, count exchange, NCCL grouped send/recv; combine mirrored"),
-    ("nvl", "NVLink (LSA) device kernels: LL per-expert slots, HT rows once per destination rank"),
-    ("gin", "the nvl dispatch with every row put through GIN, combine pushed back; skipped where GIN is unavailable"),
-    ("hybrid", "as gin, with NVLink stores inside the node; skipped where GIN is unavailable"),
-    ("gin-emu", "gin on --emulate-nodes virtual nodes (GIN emulated over NVLink)"),
-    ("hybrid-emu", "hybrid on --emulate-nodes virtual nodes (GIN emulated over NVLink between them)"),
-];
-
-/// Set `name` up (collective). The inner `Err` is a reason to skip it here.
-pub fn make(
-    name: &str,
-    c: &Ctx,
-    gin: &crate::report::schema::Gin,
-) -> Result<std::result::Result<Box<dyn EpImpl>, String>> {
-    Ok(match name {
-        "host" => Ok(Box::new(host::Host::new(c)?)),
-        "nvl" => nvl::Nvl::new(c)?.map(|i| Box::new(i) as Box<dyn EpImpl>),
-        _ => match gin::Kind::parse(name) {
-            Some(kind) => gin::Gin::new(kind, c, gin)?.map(|i| Box::new(i) as Box<dyn EpImpl>),
-            None => return Err(crate::error::Error::internal(format!("unknown EP impl {name}"))),
-        },
-    })
 }

@@ -32,9 +32,14 @@ pub fn parse_size(s: &str) -> Result<u64> {
         .ok_or_else(|| Error::usage(format!("size '{s}' is too large"), "use a size below 2^64 bytes"))
 }
 
-/// The sweep of requested sizes, min to max: multiplied by `factor` when it is above 1,
-/// else stepped by `step` bytes (nccl-tests' `-f` and `-i`).
-pub fn sweep(min: u64, max: u64, factor: u64, step: u64) -> Result<Vec<u64>> {
+/// The most points one `-b/-e/-f/-i` sweep may have: a typo such as `-e 99999T` must be an error
+/// before anything is allocated, not a list that eats the machine.
+pub const MAX_SWEEP: u64 = 10_000;
+
+/// The sweep of requested sizes (or tokens), min to max: multiplied by `factor` when it is
+/// above 1, else stepped by `step` (nccl-tests' `-f` and `-i`). `step_hint` is an example step
+/// for the error messages (`-i 1M` for bytes, `-i 1` for tokens).
+pub fn sweep(min: u64, max: u64, factor: u64, step: u64, step_hint: &str) -> Result<Vec<u64>> {
     if min > max {
         return Err(Error::usage(
             format!("minimum size {min} is larger than maximum size {max}"),
@@ -48,7 +53,18 @@ pub fn sweep(min: u64, max: u64, factor: u64, step: u64) -> Result<Vec<u64>> {
         return Err(Error::usage("-b 0 with a step factor never grows", "start at -b 1 or more"));
     }
     if factor == 1 && step == 0 && min < max {
-        return Err(Error::usage("step -i is 0 and factor -f is 1: the sweep never advances", "use -f 2 or -i 1M"));
+        return Err(Error::usage(
+            "step -i is 0 and factor -f is 1: the sweep never advances",
+            format!("use -f 2 or {step_hint}"),
+        ));
+    }
+    // A multiplicative sweep has at most 64 points; an additive one (max - min) / step + 1.
+    let points = if factor > 1 { 0 } else { (max - min).checked_div(step).map_or(1, |k| k + 1) };
+    if points > MAX_SWEEP {
+        return Err(Error::usage(
+            format!("-b {min} -e {max} in steps of {step} is {points} points (at most {MAX_SWEEP})"),
+            "use -f 2 (doubling), a larger -i, or a smaller -e",
+        ));
     }
     let mut out = vec![];
     let mut s = min;
@@ -103,17 +119,28 @@ mod tests {
 
     #[test]
     fn sweeps() {
-        assert_eq!(sweep(8, 128, 4, 0).unwrap(), vec![8, 32, 128]);
-        assert_eq!(sweep(8, 100, 4, 0).unwrap(), vec![8, 32]);
-        assert_eq!(sweep(10, 30, 1, 10).unwrap(), vec![10, 20, 30]);
-        assert_eq!(sweep(5, 5, 0, 0).unwrap_err().msg, "step factor -f is 0");
-        assert!(sweep(9, 8, 2, 0).unwrap_err().msg.contains("larger than maximum"));
-        assert!(sweep(1, 8, 1, 0).is_err());
-        assert_eq!(sweep(8, 8, 1, 0).unwrap(), vec![8]);
+        assert_eq!(sweep(8, 128, 4, 0, "-i 1M").unwrap(), vec![8, 32, 128]);
+        assert_eq!(sweep(8, 100, 4, 0, "-i 1M").unwrap(), vec![8, 32]);
+        assert_eq!(sweep(10, 30, 1, 10, "-i 1M").unwrap(), vec![10, 20, 30]);
+        assert_eq!(sweep(5, 5, 0, 0, "-i 1M").unwrap_err().msg, "step factor -f is 0");
+        assert!(sweep(9, 8, 2, 0, "-i 1M").unwrap_err().msg.contains("larger than maximum"));
+        assert!(sweep(1, 8, 1, 0, "-i 1M").is_err());
+        assert_eq!(sweep(8, 8, 1, 0, "-i 1M").unwrap(), vec![8]);
         // nccl-tests' standard sweep -b 8 -e 2G -f 4: 8, 32, ..., 2^31: 15 sizes
-        let s = sweep(8, 2 << 30, 4, 0).unwrap();
+        let s = sweep(8, 2 << 30, 4, 0, "-i 1M").unwrap();
         assert_eq!(s.len(), 15);
         assert_eq!(*s.last().unwrap(), 2 << 30);
+    }
+
+    #[test]
+    fn sweeps_are_bounded_before_allocation() {
+        // -e 99999T with the default -i 1M used to build a list of 10^11 sizes.
+        let e = sweep(32 << 20, parse_size("99999T").unwrap(), 1, 1 << 20, "-i 1M").unwrap_err();
+        assert!(e.msg.contains("points (at most 10000)"), "{e}");
+        assert!(sweep(1, 1 << 30, 1, 1, "-i 1M").is_err());
+        assert_eq!(sweep(1, MAX_SWEEP, 1, 1, "-i 1").unwrap().len() as u64, MAX_SWEEP);
+        let e = sweep(1, 8, 1, 0, "-i 1").unwrap_err();
+        assert!(e.fix.unwrap().contains("-i 1"));
     }
 
     #[test]

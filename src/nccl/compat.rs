@@ -12,7 +12,7 @@
 //! the same headers, so no default is copied here by hand.
 use super::{ffi, lib, Comm};
 use crate::error::Result;
-use crate::report::schema::Gin;
+use crate::results::Gin;
 
 mod init {
     include!(concat!(env!("OUT_DIR"), "/nccl_initializers.rs"));

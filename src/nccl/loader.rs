@@ -21,7 +21,7 @@ pub fn header_version() -> u32 {
     env!("GINBENCH_NCCL_HEADER_VERSION").parse().unwrap()
 }
 
-pub use crate::report::schema::version_string;
+pub use crate::results::version_string;
 
 pub(super) fn get() -> &'static Nccl {
     NCCL.get().expect("nccl::load() must succeed before NCCL is used")

@@ -208,7 +208,7 @@ impl Drop for Comm {
 /// Is GIN usable across these ranks, and if not, why (in NCCL's words)? Asked on a communicator of
 /// its own: a refused GIN request leaves NCCL's per-communicator GIN state failed, which would
 /// break later window registration on the communicator the benchmark uses. Collective.
-pub fn probe_gin(boot: &dyn crate::bootstrap::Bootstrap) -> Result<crate::report::schema::Gin> {
+pub fn probe_gin(boot: &dyn crate::bootstrap::Bootstrap) -> Result<crate::results::Gin> {
     let comm = Comm::bootstrap(boot)?;
     Ok(compat::probe_gin(&comm))
 }

@@ -3,9 +3,11 @@ pub mod compare;
 pub mod csv;
 pub mod json;
 pub mod plots;
-pub mod schema;
 pub mod sidebyside;
 pub mod table;
+
+/// The results types live in `crate::results`; the output formats read them as `schema`.
+pub use crate::results as schema;
 
 use std::io::Write;
 use std::path::Path;

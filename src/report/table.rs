@@ -86,10 +86,12 @@ pub fn header(style: Style) -> String {
 
 fn placement(r: &Row, style: Style) -> String {
     if r.status != "ok" {
-        // A row that did not run: status in the #wrong column, reason on the line after.
-        let mut s = format!("  {:>7}  {:>6}  {:>6}  {:>6}", "-", "-", "-", r.status);
+        // A placement that did not run (its reason is on a `#` line): `nan` where nccl-tests
+        // always prints a number, so parsers that convert every column still read the line,
+        // and `N/A` in #wrong as nccl-tests prints for an unchecked run.
+        let mut s = format!("  {:>7}  {:>6}  {:>6}  {:>6}", "nan", "nan", "nan", "N/A");
         if style.per_iter {
-            s += &format!("  {:>7}  {:>7}", "-", "-");
+            s += &format!("  {:>7}  {:>7}", "nan", "nan");
         }
         return s;
     }
@@ -110,14 +112,17 @@ fn placement(r: &Row, style: Style) -> String {
     s
 }
 
-/// One size: the out-of-place and in-place measurements on one line (nccl-tests layout). Rows
-/// that did not run show their status in the #wrong column; `reason` gives the why.
-pub fn line(out: &Row, inp: &Row, style: Style) -> String {
+/// One size: the out-of-place and in-place measurements on one line (nccl-tests layout), or
+/// None when neither ran (their reasons go on `#` lines: see `reason`).
+pub fn line(out: &Row, inp: &Row, style: Style) -> Option<String> {
+    if out.status != "ok" && inp.status != "ok" {
+        return None;
+    }
     let mut s = format!("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}", out.size_bytes, out.count, out.dtype, "none", -1);
     s += &placement(out, style);
     s += &placement(inp, style);
     s.push('\n');
-    s
+    Some(s)
 }
 
 /// The comment line explaining a row that did not run (print each reason once per table).
@@ -154,7 +159,7 @@ pub fn ep_header() -> String {
 
 fn ep_group(r: &Row) -> String {
     if r.status != "ok" {
-        return format!("  {:>8}  {:>8}  {:>8}  {:>8}  {:>6}", "-", "-", "-", "-", r.status);
+        return format!("  {:>8}  {:>8}  {:>8}  {:>8}  {:>6}", "nan", "nan", "nan", "nan", "N/A");
     }
     let f = |v: Option<f64>| v.map(|v| fit(v, 8)).unwrap_or_else(|| "N/A".into());
     let wrong = r.wrong.map(|w| c_g(w as f64)).unwrap_or_else(|| "N/A".into());
@@ -162,21 +167,64 @@ fn ep_group(r: &Row) -> String {
 }
 
 /// One EP line: tokens per rank, bytes the rank sends in dispatch, dispatch payload type, then
-/// the dispatch and combine measurements.
-pub fn ep_line(dispatch: &Row, combine: &Row) -> String {
-    format!(
+/// the dispatch and combine measurements; None when neither ran.
+pub fn ep_line(dispatch: &Row, combine: &Row) -> Option<String> {
+    if dispatch.status != "ok" && combine.status != "ok" {
+        return None;
+    }
+    Some(format!(
         "{:>10}  {:>12}  {:>5}{}{}\n",
         dispatch.tokens.unwrap_or(0),
         dispatch.size_bytes,
         dispatch.dtype,
         ep_group(dispatch),
         ep_group(combine)
-    )
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What scripts written for nccl-tests do: split every data line on whitespace and convert
+    /// the number columns (all but type, redop and a #wrong of N/A).
+    fn parse_like_nccl_tests(table: &str) {
+        for l in table.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+            for (i, f) in l.split_whitespace().enumerate() {
+                if i == 2 || i == 3 || f == "N/A" {
+                    continue;
+                }
+                assert!(f.parse::<f64>().is_ok(), "column {i} '{f}' of '{l}' is not a number");
+            }
+        }
+    }
+
+    #[test]
+    fn rows_that_did_not_run_keep_data_lines_numeric() {
+        let ok = Row {
+            size_bytes: 1 << 20,
+            count: 65536,
+            dtype: "float".into(),
+            time_us: Some(40.0),
+            algbw_gbps: Some(26.2),
+            busbw_gbps: Some(19.7),
+            wrong: Some(0),
+            status: "ok".into(),
+            ..Default::default()
+        };
+        let skipped = Row { status: "skipped".into(), reason: Some("in place not supported".into()), ..ok.clone() };
+        for style in [Style::default(), Style { per_iter: true, cputime: false }] {
+            let mut t = header(style);
+            t += &line(&ok, &skipped, style).unwrap();
+            t += &reason(&skipped).unwrap();
+            t += &line(&skipped, &ok, style).unwrap();
+            assert_eq!(line(&skipped, &skipped, style), None);
+            parse_like_nccl_tests(&t);
+        }
+        let mut e = ep_header();
+        e += &ep_line(&Row { tokens: Some(128), bw_gbps: Some(1.0), ..ok.clone() }, &skipped).unwrap();
+        parse_like_nccl_tests(&e);
+    }
 
     #[test]
     fn number_formats_follow_nccl_tests() {
@@ -207,15 +255,16 @@ mod tests {
             ..Default::default()
         };
         let c = Row { status: "skipped".into(), ..d.clone() };
-        let line = ep_line(&d, &c);
+        let line = ep_line(&d, &c).unwrap();
         assert_eq!(
             line,
-            "       128      14680064   bf16     41.50     41.00     44.25    353.70       0         -         -         -         -  skipped\n"
+            "       128      14680064   bf16     41.50     41.00     44.25    353.70       0       nan       nan       nan       nan     N/A\n"
         );
+        assert_eq!(ep_line(&c, &c), None, "nothing ran: no data line");
         // Columns end where the header's do.
         let header = ep_header();
         let cols = header.lines().nth(2).unwrap();
-        let both = ep_line(&d, &d);
+        let both = ep_line(&d, &d).unwrap();
         assert_eq!(cols.trim_end().len(), both.trim_end().len(), "{cols}\n{both}");
     }
 }

@@ -3,43 +3,33 @@
 //! (`hybrid`) or without (`gin`) NVLink stores inside the node.
 use crate::error::{Error, Result};
 use crate::nccl::{compat, ffi};
-use crate::report::schema::Gin;
+use crate::results::Gin;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Kind {
+pub enum GinTransport {
     Gin,
     Hybrid,
     GinEmu,
     HybridEmu,
 }
 
-impl Kind {
-    pub fn parse(name: &str) -> Option<Kind> {
-        Some(match name {
-            "gin" => Kind::Gin,
-            "hybrid" => Kind::Hybrid,
-            "gin-emu" => Kind::GinEmu,
-            "hybrid-emu" => Kind::HybridEmu,
-            _ => return None,
-        })
-    }
-
+impl GinTransport {
     /// The kernels' name part: `gb_<symbol>` (alltoall), `gb_ep_<symbol>_<kernel>` (EP).
     pub fn symbol(self) -> &'static str {
         match self {
-            Kind::Gin => "gin",
-            Kind::Hybrid => "hybrid",
-            Kind::GinEmu => "gin_emu",
-            Kind::HybridEmu => "hybrid_emu",
+            GinTransport::Gin => "gin",
+            GinTransport::Hybrid => "hybrid",
+            GinTransport::GinEmu => "gin_emu",
+            GinTransport::HybridEmu => "hybrid_emu",
         }
     }
 
     pub fn emulated(self) -> bool {
-        matches!(self, Kind::GinEmu | Kind::HybridEmu)
+        matches!(self, GinTransport::GinEmu | GinTransport::HybridEmu)
     }
 
     pub fn hybrid(self) -> bool {
-        matches!(self, Kind::Hybrid | Kind::HybridEmu)
+        matches!(self, GinTransport::Hybrid | GinTransport::HybridEmu)
     }
 
     /// Ranks per (virtual) node of `ranks`, once `reqs` asks for GIN where the transport is real.
@@ -105,11 +95,10 @@ mod tests {
 
     #[test]
     fn names_and_emulation_flags() {
-        for k in [Kind::Gin, Kind::Hybrid, Kind::GinEmu, Kind::HybridEmu] {
-            assert_eq!(Kind::parse(&k.symbol().replace('_', "-")), Some(k));
-        }
-        assert_eq!(Kind::parse("nvl"), None);
-        assert!(Kind::GinEmu.emulated() && !Kind::GinEmu.hybrid() && Kind::Hybrid.hybrid());
+        let symbols = [GinTransport::Gin, GinTransport::Hybrid, GinTransport::GinEmu, GinTransport::HybridEmu]
+            .map(GinTransport::symbol);
+        assert_eq!(symbols, ["gin", "hybrid", "gin_emu", "hybrid_emu"]);
+        assert!(GinTransport::GinEmu.emulated() && !GinTransport::GinEmu.hybrid() && GinTransport::Hybrid.hybrid());
         assert!(check_emulate_nodes(Some(0), true, None).is_err());
         assert!(check_emulate_nodes(None, false, Some("gin-emu")).is_err());
         assert!(check_emulate_nodes(None, true, Some("gin-emu")).is_ok());

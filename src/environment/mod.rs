@@ -1,6 +1,9 @@
 //! What the machine is: network devices, relevant variables, GIN hints, and the `env` object of
-//! every results file. Shared by `ginbench env` and the benchmarks.
-use crate::report::schema::{Env, Gin, Gpu as GpuInfo, NcclInfo, NetDevice, Network};
+//! every results file, built in one place ([`build`]) for the benchmarks ([`gather`]) and for
+//! `ginbench env` ([`node`]).
+pub mod node;
+
+use crate::results::{Env, Gin, Gpu as GpuInfo, NcclInfo, NetDevice, Network};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
@@ -79,6 +82,27 @@ pub fn vars() -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The `env` object: what every rank found (`gpus`), GIN as NCCL answered, and what this process
+/// sees (network, variables, driver, the NCCL library when one was loaded).
+pub fn build(gpus: Vec<GpuInfo>, gin: Gin, nccl: Option<&crate::nccl::Nccl>) -> Env {
+    let network = network();
+    Env {
+        ranks: gpus.len(),
+        hosts: if gpus.is_empty() { vec![crate::bootstrap::hostname()] } else { unique_hosts(&gpus) },
+        gpus,
+        driver: crate::cuda::kernel_driver_version(),
+        cuda: crate::cuda::driver_cuda_version().unwrap_or_default(),
+        nccl: NcclInfo {
+            header: crate::nccl::header_version(),
+            library: nccl.map(|l| l.version).unwrap_or(0),
+            path: nccl.map(|l| l.path.clone()).unwrap_or_default(),
+        },
+        gin: gin_with_hint(gin, &network),
+        network,
+        vars: vars(),
+    }
+}
+
 /// The results file's `env`, gathered from every rank (collective).
 pub fn gather(boot: &dyn crate::bootstrap::Bootstrap, gpu: &crate::cuda::Gpu, gin: Gin) -> crate::error::Result<Env> {
     let me = gpu.describe(boot.rank(), &crate::bootstrap::hostname());
@@ -87,19 +111,7 @@ pub fn gather(boot: &dyn crate::bootstrap::Bootstrap, gpu: &crate::cuda::Gpu, gi
         .iter()
         .map(|b| serde_json::from_slice(b).map_err(|e| crate::error::Error::internal(format!("gpu info: {e}"))))
         .collect::<crate::error::Result<_>>()?;
-    let network = network();
-    let lib = crate::nccl::load()?;
-    Ok(Env {
-        ranks: boot.size(),
-        hosts: unique_hosts(&gpus),
-        gpus,
-        driver: crate::cuda::kernel_driver_version(),
-        cuda: crate::cuda::driver_cuda_version().unwrap_or_default(),
-        nccl: NcclInfo { header: crate::nccl::header_version(), library: lib.version, path: lib.path.clone() },
-        gin: gin_with_hint(gin, &network),
-        network,
-        vars: vars(),
-    })
+    Ok(build(gpus, gin, Some(crate::nccl::load()?)))
 }
 
 /// Host names in rank order, each once.

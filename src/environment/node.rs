@@ -4,7 +4,7 @@ use crate::bootstrap::{self, Bootstrap};
 use crate::cuda::{self, Gpu};
 use crate::error::Result;
 use crate::nccl;
-use crate::report::schema::{Env, Gin, Gpu as GpuInfo, NcclInfo};
+use crate::results::{Env, Gin, Gpu as GpuInfo};
 use cudarc::driver::sys;
 
 pub struct NodeReport {
@@ -19,47 +19,23 @@ pub struct NodeReport {
 
 pub fn collect() -> NodeReport {
     let mut problems = vec![];
-    let network = crate::envinfo::network();
-    let mut env = Env {
-        ranks: 0,
-        hosts: vec![bootstrap::hostname()],
-        network: network.clone(),
-        vars: crate::envinfo::vars(),
-        nccl: NcclInfo { header: nccl::header_version(), library: 0, path: String::new() },
-        ..Default::default()
-    };
-    let nccl_ok = match nccl::load() {
-        Ok(l) => {
-            env.nccl.library = l.version;
-            env.nccl.path = l.path.clone();
-            true
-        }
-        Err(e) => {
-            problems.push(e.to_string());
-            false
-        }
-    };
-    env.gin = crate::envinfo::gin_with_hint(Gin { kind: "none".into(), ..Default::default() }, &network);
+    let nccl = nccl::load().map_err(|e| problems.push(e.to_string())).ok();
     let mut p2p = vec![];
+    let (mut gpus, mut gin) = (vec![], Gin { kind: "none".into(), ..Default::default() });
     match cuda::device_count() {
         Err(e) => problems.push(e.to_string()),
         Ok(0) => problems.push("no GPU visible to CUDA".into()),
         Ok(n) => {
-            env.driver = cuda::kernel_driver_version();
-            env.cuda = cuda::driver_cuda_version().unwrap_or_default();
             p2p = peer_matrix(n);
-            if nccl_ok {
+            if nccl.is_some() {
                 match probe_node(n) {
-                    Ok((gpus, gin)) => {
-                        env.gpus = gpus;
-                        env.gin = crate::envinfo::gin_with_hint(gin, &network);
-                    }
+                    Ok(found) => (gpus, gin) = found,
                     Err(e) => problems.push(format!("probing GPUs through NCCL: {e}")),
                 }
             }
-            env.ranks = env.gpus.len();
         }
     }
+    let env = super::build(gpus, gin, nccl);
     let topo = std::process::Command::new("nvidia-smi")
         .args(["topo", "-m"])
         .output()

@@ -1,10 +1,11 @@
 //! `alltoall_perf` command line: nccl-tests flags with their meanings, plus ginbench's own.
-use crate::alltoall::registry::{self, ImplInfo};
+use super::registry::{self, ImplInfo};
+use crate::driver::cli::{flag01, help_footer, CommonArgs, VERSION};
+use crate::driver::Common;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::harness::sizes;
 use clap::Parser;
-use std::path::PathBuf;
 
 const AFTER_HELP: &str = "\
 Sizes take K, M, G suffixes (binary). Every flag that takes a number takes a value, as in nccl-tests
@@ -13,20 +14,13 @@ Sizes take K, M, G suffixes (binary). Every flag that takes a number takes a val
 Ranks: under mpirun / srun each process is one rank (one GPU); otherwise one process runs
 -t × -g ranks, one host thread per GPU.
 
-Exit codes: 0 ok, 1 internal error, 2 CUDA error, 3 NCCL error, 4 timeout, 5 not implemented,
-6 bad usage, 7 wrong data, 8 environment (no GPU / driver, no matching NCCL).
-
 Environment: GINBENCH_NCCL_LIB=/path/libnccl.so.2 chooses the NCCL library (see README).";
 
 #[derive(Parser, Debug, Clone)]
-#[command(name = "alltoall_perf", version, about = "Alltoall bandwidth and latency (nccl-tests compatible)", after_help = AFTER_HELP, args_override_self = true)]
+#[command(name = "alltoall_perf", version = VERSION, disable_version_flag = true, about = "Alltoall bandwidth and latency (nccl-tests compatible)", after_help = help_footer(AFTER_HELP), args_override_self = true, allow_negative_numbers = true)]
 pub struct Args {
-    /// Host threads per process (each drives -g GPUs)
-    #[arg(short = 't', long = "nthreads", default_value_t = 1)]
-    pub nthreads: usize,
-    /// GPUs per thread
-    #[arg(short = 'g', long = "ngpus", default_value_t = 1)]
-    pub ngpus: usize,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Minimum size in bytes per rank (K/M/G suffixes)
     #[arg(short = 'b', long = "minbytes", default_value = "32M")]
     pub minbytes: String,
@@ -39,125 +33,53 @@ pub struct Args {
     /// Multiplicative size step (1 = use -i)
     #[arg(short = 'f', long = "stepfactor", default_value_t = 1)]
     pub stepfactor: u64,
-    /// Timed iterations per size
-    #[arg(short = 'n', long = "iters", default_value_t = 20)]
-    pub iters: u32,
-    /// Warm-up iterations per size (untimed)
-    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
-    pub warmup_iters: u32,
     /// Operations aggregated per iteration (one NCCL group for the host impl)
     #[arg(short = 'm', long = "agg_iters", default_value_t = 1)]
     pub agg_iters: u32,
-    /// Repeat the whole sweep N times
-    #[arg(short = 'N', long = "run_cycles", default_value_t = 1)]
-    pub run_cycles: u32,
-    /// Checked runs per size: 0 disables the correctness check
-    #[arg(short = 'c', long = "check", default_value_t = 1)]
-    pub check: u32,
     /// Datatype: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16
     #[arg(short = 'd', long = "datatype", default_value = "float")]
     pub datatype: String,
     /// 1: synchronize the stream after every operation
     #[arg(short = 'z', long = "blocking", default_value_t = 0)]
     pub blocking: u32,
-    /// Capture the timed loop in a CUDA graph and launch it N times (0 = off)
-    #[arg(short = 'G', long = "cudagraph", default_value_t = 0)]
-    pub cudagraph: u32,
-    /// Time reduced over ranks: 0 rank 0, 1 average, 2 minimum, 3 maximum
-    #[arg(short = 'a', long = "average", default_value_t = 1)]
-    pub average: u32,
-    /// Seconds a step (init, one size) may take before communicators are aborted (0 = off)
-    #[arg(short = 'T', long = "timeout", default_value_t = 0)]
-    pub timeout: u64,
     /// Buffer registration: 0 none, 1 ncclCommRegister, 2 symmetric window
     #[arg(short = 'R', long = "local_register", default_value_t = 0)]
     pub local_register: u32,
     /// Implementation(s): number or name, comma-separated, or `all` (see --list-impls)
     #[arg(short = 'D', long = "device_implementation", default_value = "0")]
     pub implementation: String,
-    /// CTAs for device kernels (0 = the impl's tuned default)
-    #[arg(short = 'V', long = "device_cta_count", default_value_t = 0)]
-    pub cta_count: u32,
-    /// Write results as JSON (schema ginbench/1) to FILE (`-` for stdout; the table then goes to stderr)
-    #[arg(short = 'J', long = "output_file", value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Write result rows as CSV to FILE
-    #[arg(long = "csv", value_name = "FILE")]
-    pub csv: Option<PathBuf>,
     /// 1: report host enqueue (CPU) time instead of completion time
     #[arg(short = 'C', long = "report_cputime", default_value_t = 0)]
     pub report_cputime: u32,
-    /// 1: add per-iteration p50 / p99 columns to the table
-    #[arg(short = 'I', long = "per_iter_timing", default_value_t = 0)]
-    pub per_iter_timing: u32,
-    /// Split this host's ranks into N virtual nodes for gin-emu / hybrid-emu (emulated GIN
-    /// between them, NVLink inside them)
-    #[arg(long = "emulate-nodes", value_name = "N")]
-    pub emulate_nodes: Option<usize>,
-    /// Fail (exit 8) instead of skipping gin / hybrid rows when GIN is unavailable
-    #[arg(long = "require-gin")]
-    pub require_gin: bool,
-    /// Wrap this size's timed loop (out of place) in cuProfilerStart / Stop, for
-    /// `nsys profile --capture-range=cudaProfilerApi` (use with one -D impl)
-    #[arg(long = "profile-size", value_name = "SIZE")]
-    pub profile_size: Option<String>,
-    /// List the implementations and exit
-    #[arg(long = "list-impls")]
-    pub list_impls: bool,
 }
 
 /// Validated run configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub local_ranks: usize,
+    pub common: Common,
     pub sizes: Vec<u64>,
     pub min_bytes: u64,
     pub max_bytes: u64,
-    pub iters: u32,
-    pub warmup: u32,
     pub agg: u32,
-    pub cycles: u32,
-    pub check: u32,
     pub dtype: Dtype,
     pub blocking: bool,
-    pub graph_launches: u32,
-    pub average: u32,
-    pub timeout_s: u64,
     pub register: u32,
     pub impls: Vec<&'static ImplInfo>,
-    pub ctas: u32,
-    pub json: Option<PathBuf>,
-    pub csv: Option<PathBuf>,
     pub cputime: bool,
-    pub per_iter: bool,
-    pub emulate_nodes: Option<usize>,
-    pub require_gin: bool,
     pub profile_size: Option<u64>,
-    pub command: String,
-}
-
-fn flag01(v: u32, flag: &str) -> Result<bool> {
-    match v {
-        0 => Ok(false),
-        1 => Ok(true),
-        _ => Err(Error::usage(format!("{flag} {v} is not 0 or 1"), format!("use {flag} 0 or {flag} 1"))),
-    }
 }
 
 impl Config {
     pub fn from_args(a: &Args, command: String) -> Result<Config> {
-        if a.nthreads == 0 || a.ngpus == 0 {
-            return Err(Error::usage("-t and -g must be at least 1", "e.g. -t 1 -g 4"));
-        }
         let min = sizes::parse_size(&a.minbytes)?;
         let max = sizes::parse_size(&a.maxbytes)?;
         let step = sizes::parse_size(&a.stepbytes)?;
-        let sweep = sizes::sweep(min, max, a.stepfactor, step)?;
-        if a.iters == 0 || a.agg_iters == 0 || a.run_cycles == 0 {
-            return Err(Error::usage("-n, -m and -N must be at least 1", "e.g. -n 20 -m 1 -N 1"));
-        }
-        if a.average > 3 {
-            return Err(Error::usage(format!("-a {} is not 0..3", a.average), "-a 0 rank 0, 1 average, 2 min, 3 max"));
+        let sweep = sizes::sweep(min, max, a.stepfactor, step, "-i 1M")?;
+        let impls = registry::resolve(&a.implementation)?;
+        let first_emu = impls.iter().find(|i| i.emulated()).map(|i| i.name);
+        let common = Common::from_args(&a.common, first_emu, a.implementation.trim() == "all", command)?;
+        if a.agg_iters == 0 {
+            return Err(Error::usage("-m must be at least 1", "e.g. -m 1"));
         }
         if a.local_register > 2 {
             return Err(Error::usage(
@@ -166,10 +88,9 @@ impl Config {
             ));
         }
         let blocking = flag01(a.blocking, "-z")?;
-        if blocking && a.cudagraph > 0 {
+        if blocking && common.graph_launches > 0 {
             return Err(Error::usage("-z 1 cannot be combined with -G", "drop one of them"));
         }
-        let impls = registry::resolve(&a.implementation)?;
         if a.local_register != 2 {
             if let Some(i) = impls.iter().find(|i| i.needs_window) {
                 return Err(Error::usage(
@@ -178,10 +99,7 @@ impl Config {
                 ));
             }
         }
-        // nccl-tests caps -V at 128; H200 has 132 SMs and the NVLink kernels fit two CTAs per SM.
-        let first_emu = impls.iter().map(|i| i.name).find(|n| n.ends_with("-emu"));
-        crate::gin::check_emulate_nodes(a.emulate_nodes, a.implementation.trim() == "all", first_emu)?;
-        let profile_size = a.profile_size.as_deref().map(sizes::parse_size).transpose()?;
+        let profile_size = a.common.profile_size.as_deref().map(sizes::parse_size).transpose()?;
         if let Some(p) = profile_size {
             if !sweep.contains(&p) {
                 return Err(Error::usage(
@@ -190,35 +108,18 @@ impl Config {
                 ));
             }
         }
-        if a.cta_count > 1024 {
-            return Err(Error::usage(format!("-V {} is above 1024", a.cta_count), "use -V 1..1024 (0 = default)"));
-        }
         Ok(Config {
-            local_ranks: a.nthreads * a.ngpus,
+            common,
             sizes: sweep,
             min_bytes: min,
             max_bytes: max,
-            iters: a.iters,
-            warmup: a.warmup_iters,
             agg: a.agg_iters,
-            cycles: a.run_cycles,
-            check: a.check,
             dtype: Dtype::parse(&a.datatype)?,
             blocking,
-            graph_launches: a.cudagraph,
-            average: a.average,
-            timeout_s: a.timeout,
             register: a.local_register,
             impls,
-            ctas: a.cta_count,
-            json: a.json.clone(),
-            csv: a.csv.clone(),
             cputime: flag01(a.report_cputime, "-C")?,
-            per_iter: flag01(a.per_iter_timing, "-I")?,
-            emulate_nodes: a.emulate_nodes,
-            require_gin: a.require_gin,
             profile_size,
-            command,
         })
     }
 }
@@ -244,12 +145,12 @@ mod tests {
     fn defaults_match_nccl_tests() {
         let c = cfg(&[]).unwrap();
         assert_eq!(c.sizes, vec![32 << 20]);
-        assert_eq!(c.iters, 20);
-        assert_eq!(c.check, 1);
+        assert_eq!(c.common.iters, 20);
+        assert_eq!(c.common.check, 1);
         assert_eq!(c.dtype, Dtype::Float);
-        assert_eq!(c.average, 1);
+        assert_eq!(c.common.average, 1);
         assert_eq!(c.impls[0].name, "host");
-        assert_eq!(c.local_ranks, 1);
+        assert_eq!(c.common.local_ranks, 1);
     }
 
     #[test]
@@ -259,12 +160,12 @@ mod tests {
         assert_eq!(c.sizes.first(), Some(&8));
         assert_eq!(c.sizes.last(), Some(&(2 << 30)));
         assert_eq!(c.register, 2);
-        assert_eq!(c.local_ranks, 4);
-        assert_eq!(c.check, 0);
+        assert_eq!(c.common.local_ranks, 4);
+        assert_eq!(c.common.check, 0);
         let c = cfg(&["-D", "host", "-t", "2", "-g", "2", "-G", "3", "-I", "1"]).unwrap();
-        assert_eq!(c.local_ranks, 4);
-        assert_eq!(c.graph_launches, 3);
-        assert!(c.per_iter);
+        assert_eq!(c.common.local_ranks, 4);
+        assert_eq!(c.common.graph_launches, 3);
+        assert!(c.common.per_iter);
         // a later flag wins, so scripts can append overrides
         let c = cfg(&["-e", "1G", "-e", "2G"]).unwrap();
         assert_eq!(c.max_bytes, 2 << 30);

@@ -1,0 +1,241 @@
+//! The flags every benchmark shares (nccl-tests' where they overlap), validated once. Each
+//! benchmark flattens [`CommonArgs`] into its own clap struct and adds its own flags.
+use crate::error::{Error, Result};
+use clap::Parser;
+use std::path::{Path, PathBuf};
+
+/// `--version`: the crate version and the git commit the binary was built from (as the JSON's
+/// `tool` object).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("GINBENCH_GIT"), ")");
+
+/// A benchmark's `--help` footer: its own text, then the exit codes every benchmark shares.
+pub fn help_footer(text: &str) -> String {
+    format!(
+        "{text}
+
+Exit codes: 0 ok, 1 internal error, 2 CUDA error, 3 NCCL error, 4 timeout, 5 not implemented,
+6 bad usage, 7 wrong data, 8 environment (no GPU / driver, no matching NCCL, no MPI library)."
+    )
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CommonArgs {
+    /// Host threads per process (each drives -g GPUs)
+    #[arg(short = 't', long = "nthreads", default_value_t = 1)]
+    pub nthreads: usize,
+    /// GPUs per thread
+    #[arg(short = 'g', long = "ngpus", default_value_t = 1)]
+    pub ngpus: usize,
+    /// Timed iterations per measurement
+    #[arg(short = 'n', long = "iters", default_value_t = 20)]
+    pub iters: u32,
+    /// Warm-up iterations per measurement (untimed)
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
+    pub warmup_iters: u32,
+    /// Repeat the whole sweep N times (rows carry `cycle`)
+    #[arg(short = 'N', long = "run_cycles", default_value_t = 1)]
+    pub run_cycles: u32,
+    /// Checked runs per measurement: 0 disables the correctness check
+    #[arg(short = 'c', long = "check", default_value_t = 1)]
+    pub check: u32,
+    /// Capture the timed loop in a CUDA graph and launch it N times (0 = off)
+    #[arg(short = 'G', long = "cudagraph", default_value_t = 0)]
+    pub cudagraph: u32,
+    /// Time reduced over ranks: 0 rank 0, 1 average, 2 minimum, 3 maximum
+    #[arg(short = 'a', long = "average", default_value_t = 1)]
+    pub average: u32,
+    /// Seconds a step (init, one measurement) may take before communicators are aborted (0 = off)
+    #[arg(short = 'T', long = "timeout", default_value_t = 0)]
+    pub timeout: u64,
+    /// CTAs for device kernels (0 = the impl's tuned default; see --list-impls)
+    #[arg(short = 'V', long = "device_cta_count", default_value_t = 0)]
+    pub cta_count: u32,
+    /// 1: add per-iteration p50 / p99 columns to the table (EP tables always show them)
+    #[arg(short = 'I', long = "per_iter_timing", default_value_t = 0)]
+    pub per_iter_timing: u32,
+    /// Write results as JSON (schema ginbench/1) to FILE (`-` for stdout; the table then goes to stderr)
+    #[arg(short = 'J', long = "output_file", value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write result rows as CSV to FILE
+    #[arg(long = "csv", value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Split this host's ranks into N virtual nodes for gin-emu / hybrid-emu (emulated GIN
+    /// between them, NVLink inside them)
+    #[arg(long = "emulate-nodes", value_name = "N")]
+    pub emulate_nodes: Option<usize>,
+    /// Fail (exit 8) instead of skipping gin / hybrid rows when GIN is unavailable
+    #[arg(long = "require-gin")]
+    pub require_gin: bool,
+    /// Wrap one measurement's timed loop in cuProfilerStart / Stop, for
+    /// `nsys profile --capture-range=cudaProfilerApi` (alltoall: a size; ep: tokens per rank)
+    #[arg(long = "profile-size", value_name = "SIZE")]
+    pub profile_size: Option<String>,
+    /// List the implementations and exit
+    #[arg(long = "list-impls")]
+    pub list_impls: bool,
+    /// Print the version (and the git commit it was built from) and exit
+    #[arg(long = "version", action = clap::ArgAction::Version)]
+    pub version: (),
+}
+
+/// The shared settings, validated.
+#[derive(Debug, Clone)]
+pub struct Common {
+    /// Ranks this process runs (-t × -g); 1 under an MPI launcher.
+    pub local_ranks: usize,
+    /// Ranks of the whole run when the command line or the launcher tells (threads: -t × -g;
+    /// mpirun / srun: the world size they export); None when only MPI will tell.
+    pub ranks: Option<usize>,
+    pub iters: u32,
+    pub warmup: u32,
+    pub cycles: u32,
+    pub check: u32,
+    pub graph_launches: u32,
+    pub average: u32,
+    pub timeout_s: u64,
+    /// `-V` as given: 0 = the impl's default.
+    pub ctas: u32,
+    pub per_iter: bool,
+    pub json: Option<PathBuf>,
+    pub csv: Option<PathBuf>,
+    pub emulate_nodes: Option<usize>,
+    pub require_gin: bool,
+    pub command: String,
+}
+
+/// A 0 / 1 flag (`-z`, `-C`, `-I`).
+pub fn flag01(v: u32, flag: &str) -> Result<bool> {
+    match v {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(Error::usage(format!("{flag} {v} is not 0 or 1"), format!("use {flag} 0 or {flag} 1"))),
+    }
+}
+
+/// A comma-separated list, each item parsed; empty lists are an error.
+pub fn list<T>(text: &str, what: &str, parse: impl Fn(&str) -> Result<T>) -> Result<Vec<T>> {
+    let v: Vec<T> = text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(parse).collect::<Result<_>>()?;
+    if v.is_empty() {
+        return Err(Error::usage(format!("empty {what} list"), format!("give at least one {what}")));
+    }
+    Ok(v)
+}
+
+impl Common {
+    /// Validate the shared flags; `emulated` names the first `-emu` impl asked for by name.
+    pub fn from_args(a: &CommonArgs, emulated: Option<&str>, impls_all: bool, command: String) -> Result<Common> {
+        if a.nthreads == 0 || a.ngpus == 0 {
+            return Err(Error::usage("-t and -g must be at least 1", "e.g. -t 1 -g 4"));
+        }
+        let local_ranks = a.nthreads.checked_mul(a.ngpus).filter(|&r| r <= 4096).ok_or_else(|| {
+            Error::usage(format!("-t {} × -g {} ranks in one process", a.nthreads, a.ngpus), "use -t × -g ≤ 4096")
+        })?;
+        if a.iters == 0 || a.run_cycles == 0 {
+            return Err(Error::usage("-n and -N must be at least 1", "e.g. -n 20 -N 1"));
+        }
+        if a.average > 3 {
+            return Err(Error::usage(format!("-a {} is not 0..3", a.average), "-a 0 rank 0, 1 average, 2 min, 3 max"));
+        }
+        if a.cta_count > 1024 {
+            return Err(Error::usage(format!("-V {} is above 1024", a.cta_count), "use -V 1..1024 (0 = default)"));
+        }
+        let per_iter = flag01(a.per_iter_timing, "-I")?;
+        let ranks = launcher_world_size().or((!crate::bootstrap::launched_by_mpi()).then_some(local_ranks));
+        if crate::bootstrap::launched_by_mpi() && local_ranks != 1 {
+            return Err(Error::usage(
+                "under mpirun / srun each process is one rank",
+                "drop -t / -g and start one process per GPU (mpirun -np <GPUs>)",
+            ));
+        }
+        crate::gin_transport::check_emulate_nodes(a.emulate_nodes, impls_all, emulated)?;
+        if let Some(n) = ranks {
+            crate::gin_transport::check_nodes_divide(a.emulate_nodes, n)?;
+        }
+        if let Some(p) = &a.json {
+            if p != Path::new("-") {
+                check_writable(p, "-J")?;
+            }
+        }
+        if let Some(p) = &a.csv {
+            check_writable(p, "--csv")?;
+        }
+        Ok(Common {
+            local_ranks,
+            ranks,
+            iters: a.iters,
+            warmup: a.warmup_iters,
+            cycles: a.run_cycles,
+            check: a.check,
+            graph_launches: a.cudagraph,
+            average: a.average,
+            timeout_s: a.timeout,
+            ctas: a.cta_count,
+            per_iter,
+            json: a.json.clone(),
+            csv: a.csv.clone(),
+            emulate_nodes: a.emulate_nodes,
+            require_gin: a.require_gin,
+            command,
+        })
+    }
+
+    /// `-J -`: the JSON owns stdout and the table goes to stderr.
+    pub fn json_to_stdout(&self) -> bool {
+        self.json.as_deref() == Some(Path::new("-"))
+    }
+}
+
+/// The world size an MPI launcher exported for this process, if any.
+fn launcher_world_size() -> Option<usize> {
+    if !crate::bootstrap::launched_by_mpi() {
+        return None;
+    }
+    ["OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE", "SLURM_NTASKS"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
+/// A results file must be writable before hours of measurement: its folder exists and takes a
+/// new file, and the path is not a folder.
+pub fn check_writable(path: &Path, flag: &str) -> Result<()> {
+    let shown = path.display();
+    if path.is_dir() {
+        return Err(Error::usage(format!("{flag} {shown} is a folder"), "give a file name"));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(Error::usage(
+            format!("{flag} {shown}: folder {} does not exist", dir.display()),
+            "create the folder first, or write somewhere else",
+        ));
+    }
+    let probe = dir.join(format!(".ginbench-probe-{}", std::process::id()));
+    std::fs::File::create(&probe).map_err(|e| {
+        Error::usage(format!("{flag} {shown}: cannot write in {}: {e}", dir.display()), "choose a writable folder")
+    })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// Parse a benchmark's argv: help and version print and exit 0; errors are one line, exit 6.
+pub fn parse<A: Parser>(prog: &str, argv: Vec<String>) -> Result<A> {
+    crate::error::parse_args(prog, argv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_targets_are_checked_up_front() {
+        let dir = std::env::temp_dir();
+        assert!(check_writable(&dir.join("ginbench-ok.json"), "-J").is_ok());
+        let e = check_writable(Path::new("/nonexistent/dir/x.json"), "-J").unwrap_err();
+        assert!(e.msg.contains("does not exist"), "{e}");
+        let e = check_writable(&dir, "--csv").unwrap_err();
+        assert!(e.msg.contains("is a folder"), "{e}");
+    }
+}

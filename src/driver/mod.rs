@@ -1,0 +1,84 @@
+//! The one run driver every benchmark shares (as nccl-tests' common.cu serves every collective):
+//! ranks up, GPU and NCCL opened, the environment gathered, the preamble, the benchmark's sweep
+//! (which hands measurements to [`Output`]), the footer, the results files and the exit code.
+//! A benchmark is a [`Benchmark`]: its flags, its preamble lines and its sweep.
+pub mod cli;
+pub mod output;
+
+use crate::bootstrap::Bootstrap;
+use crate::cuda::Gpu;
+use crate::error::{Error, Exit, Result};
+use crate::harness::{self, watchdog};
+use crate::nccl::{self, Comm};
+use crate::results::{Env, Summary};
+pub use cli::{Common, CommonArgs};
+pub use output::{Output, Reduced};
+
+/// What one rank's sweep gets from the driver.
+pub struct RankCtx<'a> {
+    pub boot: &'a dyn Bootstrap,
+    pub gpu: &'a Gpu,
+    pub comm: &'a Comm,
+    pub env: &'a Env,
+}
+
+pub trait Benchmark: Send + Sync + 'static {
+    /// Program name, for messages.
+    const PROG: &'static str;
+    /// The results' `benchmark` field.
+    const KIND: &'static str;
+    fn common(&self) -> &Common;
+    /// The run's settings after defaults, for the JSON's `config`.
+    fn config_json(&self) -> serde_json::Value;
+    /// Names of the impls of this run that need NCCL's GIN (for `--require-gin`).
+    fn real_gin_impls(&self) -> Vec<&'static str>;
+    /// Lines of the preamble that describe this benchmark's settings.
+    fn describe(&self, env: &Env) -> String;
+    /// Checks that need the GPU (e.g. `-V` against its SMs), before NCCL starts.
+    fn check_gpu(&self, _gpu: &Gpu) -> Result<()> {
+        Ok(())
+    }
+    /// Every cycle (`-N`) of the sweep on one rank: measurements go to `out`.
+    fn sweep(&self, ctx: &RankCtx, out: &mut Output) -> Result<()>;
+    /// The closing lines of the table.
+    fn footer(&self, summary: &Summary) -> String;
+}
+
+/// Run `bench` on every rank (threads or MPI processes); returns the process exit code.
+pub fn main<B: Benchmark>(bench: B) -> Result<Exit> {
+    watchdog::start(B::PROG, bench.common().timeout_s);
+    let local = bench.common().local_ranks;
+    harness::ranks::run(B::PROG, local, move |boot, device| run_rank(&bench, boot, device))
+}
+
+fn run_rank<B: Benchmark>(bench: &B, boot: &dyn Bootstrap, device: usize) -> Result<Exit> {
+    let c = bench.common();
+    let started_at = crate::results::now_rfc3339();
+    let gpu = Gpu::open(device)?;
+    crate::gin_transport::check_nodes_divide(c.emulate_nodes, boot.size())?;
+    bench.check_gpu(&gpu)?;
+    let gin = nccl::probe_gin(boot)?;
+    let comm = Comm::bootstrap(boot)?;
+    watchdog::beat();
+    let env = crate::environment::gather(boot, &gpu, gin)?;
+    if c.require_gin && env.gin.kind == "none" {
+        if let Some(name) = bench.real_gin_impls().first() {
+            return Err(Error::env(
+                format!("{name} needs GIN (--require-gin) and GIN is unavailable: {}", env.gin.reason),
+                "run on nodes with an RDMA NIC and a GIN backend (NCCL_GIN_TYPE), or drop --require-gin",
+            ));
+        }
+    }
+    let mut out = Output::new::<B>(boot.rank() == 0, c, env.clone(), started_at, bench.config_json());
+    out.preamble(boot, &gpu, &bench.describe(&env));
+    let ctx = RankCtx { boot, gpu: &gpu, comm: &comm, env: &env };
+    let result = bench.sweep(&ctx, &mut out);
+    let exit = match &result {
+        Ok(()) if out.wrong_rows() > 0 => Exit::WrongData,
+        Ok(()) => Exit::Ok,
+        Err(e) => e.exit,
+    };
+    out.finish(result.as_ref().err(), |s| bench.footer(s))?;
+    gpu.stream.synchronize()?;
+    result.map(|_| exit)
+}

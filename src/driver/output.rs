@@ -1,0 +1,201 @@
+//! Rank 0's output for every benchmark: the preamble, one table section per impl with its skip
+//! reasons on `#` lines, a progress line on a terminal, the footer, and the JSON / CSV at the
+//! end. Every rank takes part in the reductions (`reduce`); only rank 0 prints and keeps rows.
+use super::cli::Common;
+use super::Benchmark;
+use crate::bootstrap::{self, Bootstrap};
+use crate::cuda::Gpu;
+use crate::error::{Error, Result};
+use crate::harness::{stats, Timing};
+use crate::report;
+use crate::results::{Env, Row, Run, Summary};
+use std::collections::HashSet;
+use std::io::Write;
+
+pub struct Output {
+    print: bool,
+    pub run: Run,
+    rows: Vec<Row>,
+    /// Sweep repetition (`-N`) the next rows belong to.
+    pub cycle: u32,
+    /// Skip reasons already printed in the current section.
+    reasons_shown: HashSet<String>,
+    json_stdout: bool,
+    /// A progress line on stderr: rank 0, a terminal, not under CI, stdout not JSON.
+    progress: bool,
+    json: Option<std::path::PathBuf>,
+    csv: Option<std::path::PathBuf>,
+}
+
+/// One measurement reduced over ranks.
+#[derive(Debug, Clone)]
+pub struct Reduced {
+    /// Time per `-a`.
+    pub time_us: f64,
+    /// Per-iteration percentiles of the slowest rank.
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+    /// Wrong elements summed over ranks; None when not checked.
+    pub wrong: Option<u64>,
+    /// The caller's extra values, averaged over ranks.
+    pub extras: Vec<f64>,
+}
+
+/// Reduce one measurement over every rank (collective). `time_us` is this rank's time (mean
+/// completion time, or host time with `-C 1`); `extras` are averaged.
+pub fn reduce(
+    boot: &dyn Bootstrap,
+    average: u32,
+    time_us: f64,
+    timing: &Timing,
+    wrong: Option<u64>,
+    extras: &[f64],
+) -> Reduced {
+    let mut mine = vec![time_us, wrong.map(|w| w as f64).unwrap_or(-1.0)];
+    mine.extend(extras);
+    let head = mine.len();
+    mine.extend(&timing.samples_us);
+    let all = boot.allgather_f64(&mine);
+    let pick = |i: usize| all.iter().map(|v| v[i]).collect::<Vec<f64>>();
+    let samples: Vec<Vec<f64>> = all.iter().map(|v| v[head..].to_vec()).collect();
+    let pct = stats::percentiles(&stats::slowest_per_iteration(&samples));
+    Reduced {
+        time_us: stats::reduce(&pick(0), average),
+        p50_us: pct.map(|p| p.0),
+        p99_us: pct.map(|p| p.1),
+        wrong: wrong.map(|_| pick(1).iter().map(|&w| w.max(0.0) as u64).sum()),
+        extras: (2..head).map(|i| pick(i).iter().sum::<f64>() / all.len() as f64).collect(),
+    }
+}
+
+/// The progress line shows on rank 0 only, on a terminal, never under CI nor when stdout
+/// carries the JSON (`-J -`).
+fn show_progress(rank0: bool, json_stdout: bool, ci: bool, stderr_is_tty: bool) -> bool {
+    rank0 && !json_stdout && !ci && stderr_is_tty
+}
+
+impl Output {
+    pub fn new<B: Benchmark>(print: bool, c: &Common, env: Env, started_at: String, config: serde_json::Value) -> Self {
+        let json_stdout = c.json_to_stdout();
+        Output {
+            print,
+            run: Run::start(B::KIND, &c.command, started_at, env, config),
+            rows: vec![],
+            cycle: 0,
+            reasons_shown: Default::default(),
+            json_stdout,
+            progress: show_progress(
+                print,
+                json_stdout,
+                std::env::var_os("CI").is_some(),
+                std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            ),
+            json: c.json.clone(),
+            csv: c.csv.clone(),
+        }
+    }
+
+    /// Show table text (rank 0 only).
+    pub fn emit(&self, s: &str) {
+        if !self.print {
+            return;
+        }
+        self.progress("");
+        report::print_text(self.json_stdout, s);
+    }
+
+    /// Replace the progress line (empty: clear it).
+    pub fn progress(&self, text: &str) {
+        if self.progress {
+            let mut e = std::io::stderr().lock();
+            let _ = write!(e, "\r\x1b[K{}", if text.is_empty() { String::new() } else { format!("# running {text}") });
+            let _ = e.flush();
+        }
+    }
+
+    /// The version line, the benchmark's lines, GIN, and every rank's device (collective).
+    pub fn preamble(&self, boot: &dyn Bootstrap, gpu: &Gpu, describe: &str) {
+        let line = format!(
+            "#  Rank {:2} Group  0 Pid {:6} on {:>10} device {:2} [{}] {}\n",
+            boot.rank(),
+            std::process::id(),
+            bootstrap::hostname(),
+            gpu.ordinal,
+            gpu.pci_bus_id(),
+            gpu.name()
+        );
+        let lines = boot.allgather(line.as_bytes());
+        if !self.print {
+            return;
+        }
+        let e = &self.run.env;
+        let mut s = format!(
+            "# ginbench {} ({}) {}_perf nccl-headers={} nccl-library={} nccl-path={}\n",
+            self.run.tool.version, self.run.tool.git, self.run.benchmark, e.nccl.header, e.nccl.library, e.nccl.path
+        );
+        s += describe;
+        s += &format!("# ranks {} hosts {} gin: {} ({})\n", e.ranks, e.hosts.len(), e.gin.kind, e.gin.reason);
+        s += "#\n# Using devices\n";
+        for l in lines {
+            s += &String::from_utf8_lossy(&l);
+        }
+        self.emit(&s);
+    }
+
+    /// A new table section: its title line and column header; skip reasons are shown anew.
+    pub fn section(&mut self, title: &str, header: &str) {
+        self.reasons_shown.clear();
+        self.emit(&format!("#\n# {title}\n"));
+        self.emit(header);
+    }
+
+    /// Record `rows` (one table line's worth) and show `line` (None: nothing ran, so no data
+    /// line: nccl-tests parsers read every data line as numbers) followed by the reasons of rows
+    /// that did not run, each once per section.
+    pub fn rows(&mut self, line: Option<String>, rows: Vec<Row>) {
+        let mut s = line.unwrap_or_default();
+        for r in &rows {
+            if let Some(why) = report::table::reason(r) {
+                if self.reasons_shown.insert(why.clone()) {
+                    s += &why;
+                }
+            }
+        }
+        self.emit(&s);
+        self.rows.extend(rows);
+    }
+
+    pub fn wrong_rows(&self) -> u64 {
+        self.rows.iter().filter(|r| r.wrong.unwrap_or(0) > 0).count() as u64
+    }
+
+    /// The footer, then the results files (rank 0).
+    pub fn finish(&mut self, error: Option<&Error>, footer: impl Fn(&Summary) -> String) -> Result<()> {
+        if !self.print {
+            return Ok(());
+        }
+        let summary = Summary::of(&self.rows);
+        self.emit(&footer(&summary));
+        self.run.finish(std::mem::take(&mut self.rows), summary, error.map(|e| e.to_string()));
+        for line in
+            report::write_outputs(&self.run, self.json.as_deref(), self.csv.as_deref()).map_err(Error::internal)?
+        {
+            self.emit(&line);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_only_for_a_person_at_a_terminal() {
+        assert!(show_progress(true, false, false, true));
+        assert!(!show_progress(false, false, false, true), "other ranks stay quiet");
+        assert!(!show_progress(true, true, false, true), "-J - owns stdout");
+        assert!(!show_progress(true, false, true, true), "quiet under CI");
+        assert!(!show_progress(true, false, false, false), "not a terminal");
+    }
+}

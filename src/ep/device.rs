@@ -29,6 +29,8 @@ pub struct Args {
     pub fp8: i32,
 }
 unsafe impl DeviceRepr for Args {}
+// The kernels assert the same size (ep_common.cuh): both sides change together or neither builds.
+const _: () = assert!(std::mem::size_of::<Args>() == 40);
 
 impl Args {
     pub fn new(shape: &Shape, payload: Payload, ranks: usize, rank: usize, tokens: usize, max_tokens: usize) -> Args {
@@ -58,6 +60,7 @@ pub struct RowSet {
     pub group_rows: u64,
 }
 unsafe impl DeviceRepr for RowSet {}
+const _: () = assert!(std::mem::size_of::<RowSet>() == 32); // ep.cu asserts the same
 
 /// A zeroed device buffer and its address.
 pub struct Buf {

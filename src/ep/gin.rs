@@ -5,8 +5,8 @@
 //! The emulated forms run the same kernels on GIN emulated over NVLink between virtual nodes of
 //! one host (`--emulate-nodes N`), so the protocols are checked on any NVLink host.
 use super::device::{grid, one_cta_per_sm, Args, Buf, Inputs, LayoutBufs};
+use super::layout::{self, ht_meta_bytes, ht_meta_offset};
 use super::metrics::{Mode, Phase};
-use super::nvl::{self, ht_meta_bytes, ht_meta_offset};
 use super::reference::{Layout, Traffic};
 use super::{Ctx, EpImpl, Received};
 use crate::error::Result;
@@ -38,6 +38,7 @@ struct Io {
     out: u64,
 }
 unsafe impl DeviceRepr for Io {}
+const _: () = assert!(std::mem::size_of::<Io>() == 32); // ep_gin.cu asserts the same
 
 /// Mirrors `EpGinBufs` in src/kernels/ep_gin.cu.
 #[repr(C)]
@@ -73,6 +74,7 @@ struct GinBufs {
     totals: u64,
 }
 unsafe impl DeviceRepr for GinBufs {}
+const _: () = assert!(std::mem::size_of::<GinBufs>() == 216); // ep_gin.cu asserts the same
 
 struct Kernel {
     f: CudaFunction,
@@ -258,16 +260,16 @@ impl EpImpl for Gin {
     fn received(&self, c: &Ctx, inp: &Inputs, layout: &Layout) -> Result<Received> {
         match &self.owned.ll {
             Some([out, src_info, recv_count]) => {
-                Ok(nvl::ll_received(c, &inp.args, out, src_info, recv_count, self.y_ptr()))
+                Ok(layout::ll_received(c, &inp.args, out, src_info, recv_count, self.y_ptr()))
             }
-            None => nvl::ht_received(c, layout, self.recv_ptr(), self.y_ptr()),
+            None => layout::ht_received(c, layout, self.recv_ptr(), self.y_ptr()),
         }
     }
 
     fn check_layout(&self, c: &Ctx, inp: &Inputs, layout: &Layout) -> Result<u64> {
         match (&self.owned.ll, &self.owned.offs) {
-            (Some([_, src_info, recv_count]), _) => nvl::ll_check(c, &inp.args, layout, src_info, recv_count),
-            (None, Some(offs)) => nvl::ht_check(c, &inp.args, layout, offs, self.recv_ptr()),
+            (Some([_, src_info, recv_count]), _) => layout::ll_check(c, &inp.args, layout, src_info, recv_count),
+            (None, Some(offs)) => layout::ht_check(c, &inp.args, layout, offs, self.recv_ptr()),
             (None, None) => unreachable!("an HT impl has its offsets"),
         }
     }

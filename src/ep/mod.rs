@@ -6,6 +6,7 @@ pub mod cli;
 pub mod device;
 pub mod gin;
 pub mod host;
+pub mod layout;
 pub mod metrics;
 pub mod nvl;
 pub mod reference;

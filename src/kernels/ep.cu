@@ -151,6 +151,7 @@ struct RowSet {
   int count0;
   size_t group_rows;
 };
+static_assert(sizeof(RowSet) == 32, "RowSet layout changed: update src/ep/device.rs RowSet");
 __device__ __forceinline__ bool row_valid(const RowSet& rs, size_t r) {
   const int g = int(r / rs.group_rows);
   return int(r % rs.group_rows) < (rs.counts ? rs.counts[g] : rs.count0);

@@ -19,6 +19,7 @@ struct EpArgs {
   int row;  // bytes of one dispatched row: BF16 2H, FP8 H + 4H/128 (multiple of 16)
   int fp8;
 };
+static_assert(sizeof(EpArgs) == 40, "EpArgs layout changed: update src/ep/device.rs Args");
 
 #define EP_CHUNK 32  // tokens per chunk of the deterministic layout
 #define EP_GROUP 128  // channels per FP8 scale

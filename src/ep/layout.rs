@@ -1,0 +1,133 @@
+//! The dispatch output as the device kernels leave it (`nvl` and the GIN impls share the layout)
+//! and its checks against the host reference: LL rows packed per local expert, HT rows in
+//! (source rank, token) order with their top-k metadata.
+use super::device::{self, Args, Buf, RowSet};
+use super::reference::Layout;
+use super::{Ctx, Received};
+use crate::error::Result;
+
+/// Bytes of one HT metadata row: descriptor, K local expert indices, K weights, 16-aligned.
+pub fn ht_meta_bytes(topk: usize) -> usize {
+    (4 + 8 * topk).next_multiple_of(16)
+}
+
+/// Where the metadata rows start in the HT receive window: after R x maxT dispatched rows.
+pub fn ht_meta_offset(c: &Ctx, a: &Args) -> u64 {
+    (a.ranks as usize * c.max_tokens * a.row as usize) as u64
+}
+
+/// LL dispatch output : rows packed per local expert in `out`, their
+/// descriptors in `src_info`, rows per expert in `recv_count`.
+pub fn ll_received(c: &Ctx, a: &Args, out: &Buf, src_info: &Buf, recv_count: &Buf, y: u64) -> Received {
+    Received {
+        rows: out.ptr,
+        desc: src_info.ptr,
+        set: RowSet {
+            groups: a.local,
+            counts: recv_count.ptr,
+            count0: 0,
+            group_rows: (a.ranks as usize * c.max_tokens) as u64,
+        },
+        y,
+        scale: 0,
+        keep: vec![],
+    }
+}
+
+/// LL layout check: arrival order inside an (expert, source) segment is not deterministic, so
+/// each expert's rows are compared as sorted lists.
+pub fn ll_check(c: &Ctx, a: &Args, layout: &Layout, src_info: &Buf, recv_count: &Buf) -> Result<u64> {
+    let want = layout.expert_rows(c.boot.rank());
+    let counts = recv_count.read::<i32>(c.gpu, a.local as usize)?;
+    let cap = a.ranks as usize * c.max_tokens;
+    let info = src_info.read::<u32>(c.gpu, a.local as usize * cap)?;
+    let mut wrong = 0;
+    for (le, w) in want.iter().enumerate() {
+        let n = (counts[le].max(0) as usize).min(cap);
+        let mut got = info[le * cap..le * cap + n].to_vec();
+        got.sort_unstable();
+        wrong += diff(&got, w);
+    }
+    Ok(wrong)
+}
+
+/// HT dispatch output : rows in reference order at `recv`, so the
+/// descriptors and the expert's weights (this rank's share of each token) come from the
+/// reference; check_layout compares the descriptors that came with the rows.
+pub fn ht_received(c: &Ctx, layout: &Layout, recv: u64, y: u64) -> Result<Received> {
+    let rows = layout.ht_rows(c.boot.rank());
+    let descs: Vec<u32> = rows.iter().map(|r| r.desc).collect();
+    let scale: Vec<f32> = rows.iter().map(|r| r.weight.iter().sum()).collect();
+    let (descs, scale) = (Buf::upload(c.gpu, &descs)?, Buf::upload(c.gpu, &scale)?);
+    Ok(Received {
+        rows: recv,
+        desc: descs.ptr,
+        set: RowSet { groups: 1, counts: 0, count0: rows.len() as i32, group_rows: rows.len().max(1) as u64 },
+        y,
+        scale: scale.ptr,
+        keep: vec![descs, scale],
+    })
+}
+
+/// HT layout check: the row count from the notify (`offs[R]`) and every row's metadata, in order.
+pub fn ht_check(c: &Ctx, a: &Args, layout: &Layout, offs: &Buf, recv: u64) -> Result<u64> {
+    let want = layout.ht_rows(c.boot.rank());
+    let n = offs.read::<i32>(c.gpu, a.ranks as usize + 1)?[a.ranks as usize].max(0) as usize;
+    let k = a.topk as usize;
+    let mb = ht_meta_bytes(k);
+    let n_read = n.min(a.ranks as usize * c.max_tokens);
+    let meta = device::read::<u8>(c.gpu, recv + ht_meta_offset(c, a), n_read * mb)?;
+    let mut wrong = n.abs_diff(want.len()) as u64;
+    for (i, w) in want.iter().enumerate().take(n_read) {
+        let m = &meta[i * mb..(i + 1) * mb];
+        let word = |j: usize| u32::from_le_bytes(m[j * 4..j * 4 + 4].try_into().unwrap());
+        let ok = word(0) == w.desc
+            && (0..k).all(|j| word(1 + j) as i32 == w.local_idx[j])
+            && (0..k).all(|j| f32::from_bits(word(1 + k + j)) == w.weight[j]);
+        wrong += !ok as u64;
+    }
+    Ok(wrong)
+}
+
+/// Entries of `want` missing from `got` plus entries of `got` not wanted (both sorted).
+pub fn diff(got: &[u32], want: &[u32]) -> u64 {
+    let (mut i, mut j, mut bad) = (0, 0, 0u64);
+    while i < got.len() || j < want.len() {
+        match (got.get(i), want.get(j)) {
+            (Some(g), Some(w)) if g == w => {
+                i += 1;
+                j += 1;
+            }
+            (Some(g), Some(w)) if g < w => {
+                bad += 1;
+                i += 1;
+            }
+            (Some(_), None) => {
+                bad += 1;
+                i += 1;
+            }
+            _ => {
+                bad += 1;
+                j += 1;
+            }
+        }
+    }
+    bad
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ep::reference::desc;
+
+    #[test]
+    fn sorted_list_differences() {
+        assert_eq!(diff(&[1, 2, 3], &[1, 2, 3]), 0);
+        assert_eq!(diff(&[1, 3], &[1, 2, 3]), 1, "one missing");
+        assert_eq!(diff(&[1, 2, 2, 3], &[1, 2, 3]), 1, "one duplicated");
+        assert_eq!(diff(&[0, 4], &[1, 2]), 4);
+        assert_eq!(diff(&[], &[desc(0, 0, 0)]), 1);
+        assert_eq!(ht_meta_bytes(8), 80);
+        assert_eq!(ht_meta_bytes(2), 32);
+    }
+}

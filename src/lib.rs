@@ -11,6 +11,7 @@ pub mod dtype;
 pub mod environment;
 pub mod ep;
 pub mod error;
+pub mod gin_backend;
 pub mod gin_transport;
 pub mod harness;
 pub mod nccl;

@@ -103,6 +103,20 @@ pub struct Gin {
     /// full (every rank) | rail (same rail only) | none
     #[serde(default)]
     pub connection: String,
+    /// Who carries GIN: "nccl" (NCCL's own backends or a NIC's plugin) or "loopback" (ginbench's
+    /// plugin moving GIN between the GPUs of one host: not a network).
+    #[serde(default = "nccl_backend")]
+    pub backend: String,
+    /// The loopback plugin's name and version ("" otherwise).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub plugin: String,
+    /// Nodes as NCCL sees them (distinct host ids; virtual nodes count as nodes).
+    #[serde(default)]
+    pub nodes: usize,
+}
+
+fn nccl_backend() -> String {
+    "nccl".into()
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

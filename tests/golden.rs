@@ -70,7 +70,14 @@ fn sample() -> Run {
             driver: "580.159.04".into(),
             cuda: "13.0".into(),
             nccl: NcclInfo { header: 22809, library: 22809, path: "/opt/nccl/lib/libnccl.so.2".into() },
-            gin: Gin { kind: "none".into(), reason: "GIN not supported.".into(), connection: "none".into() },
+            gin: Gin {
+                kind: "none".into(),
+                reason: "GIN not supported.".into(),
+                connection: "none".into(),
+                backend: "nccl".into(),
+                plugin: String::new(),
+                nodes: 1,
+            },
             network: Network {
                 kind: "socket".into(),
                 devices: vec![NetDevice { name: "eth0".into(), kind: "ethernet".into(), detail: String::new() }],

@@ -17,7 +17,7 @@ fn run(gpu: &str, gin: &str, scale: f64) -> Run {
     let mut r = common::run(rows);
     r.env.ranks = 16;
     r.env.gpus = vec![Gpu { name: gpu.into(), ..Default::default() }];
-    r.env.gin = Gin { kind: gin.into(), reason: String::new(), connection: "full".into() };
+    r.env.gin = Gin { kind: gin.into(), reason: String::new(), connection: "full".into(), ..Default::default() };
     r
 }
 

@@ -66,6 +66,11 @@ pub struct CommonArgs {
     /// Fail (exit 8) instead of skipping gin / hybrid rows when GIN is unavailable
     #[arg(long = "require-gin")]
     pub require_gin: bool,
+    /// GIN backend: `nccl` (what NCCL finds: a NIC's) or `loopback` (ginbench's plugin: GIN
+    /// between this host's GPUs, no NIC; with --emulate-nodes under mpirun the processes become
+    /// that many nodes to NCCL)
+    #[arg(long = "gin-backend", value_enum, default_value = "nccl")]
+    pub gin_backend: crate::gin_backend::Backend,
     /// Wrap one measurement's timed loop in cuProfilerStart / Stop, for
     /// `nsys profile --capture-range=cudaProfilerApi` (alltoall: a size; ep: tokens per rank)
     #[arg(long = "profile-size", value_name = "SIZE")]
@@ -100,6 +105,7 @@ pub struct Common {
     pub csv: Option<PathBuf>,
     pub emulate_nodes: Option<usize>,
     pub require_gin: bool,
+    pub gin_backend: crate::gin_backend::Backend,
     pub command: String,
 }
 
@@ -175,6 +181,7 @@ impl Common {
             csv: a.csv.clone(),
             emulate_nodes: a.emulate_nodes,
             require_gin: a.require_gin,
+            gin_backend: a.gin_backend,
             command,
         })
     }
@@ -185,14 +192,22 @@ impl Common {
     }
 }
 
-/// The world size an MPI launcher exported for this process, if any.
-fn launcher_world_size() -> Option<usize> {
+/// The first of `vars` an MPI launcher exported, as a number.
+fn launcher_var(vars: &[&str]) -> Option<usize> {
     if !crate::bootstrap::launched_by_mpi() {
         return None;
     }
-    ["OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE", "SLURM_NTASKS"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+    vars.iter().find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
+/// The world size an MPI launcher exported for this process, if any.
+fn launcher_world_size() -> Option<usize> {
+    launcher_var(&["OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE", "SLURM_NTASKS"])
+}
+
+/// (rank, ranks) as the MPI launcher exported them, before MPI is initialised.
+pub fn launcher_rank() -> Option<(usize, usize)> {
+    Some((launcher_var(&["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"])?, launcher_world_size()?))
 }
 
 /// A results file must be writable before hours of measurement: its folder exists and takes a

@@ -46,6 +46,11 @@ pub trait Benchmark: Send + Sync + 'static {
 
 /// Run `bench` on every rank (threads or MPI processes); returns the process exit code.
 pub fn main<B: Benchmark>(bench: B) -> Result<Exit> {
+    let c = bench.common();
+    let loopback = crate::gin_backend::select(c.gin_backend, c.emulate_nodes, cli::launcher_rank())?;
+    if let Some(l) = loopback {
+        crate::environment::set_gin_plugin(l);
+    }
     watchdog::start(B::PROG, bench.common().timeout_s);
     let local = bench.common().local_ranks;
     harness::ranks::run(B::PROG, local, move |boot, device| run_rank(&bench, boot, device))

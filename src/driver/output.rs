@@ -135,6 +135,12 @@ impl Output {
         );
         s += describe;
         s += &format!("# ranks {} hosts {} gin: {} ({})\n", e.ranks, e.hosts.len(), e.gin.kind, e.gin.reason);
+        if e.gin.backend == "loopback" {
+            s += &format!(
+                "# gin backend: loopback ({}), {} node(s) to NCCL: GIN between this host's GPUs, not a network\n",
+                e.gin.plugin, e.gin.nodes
+            );
+        }
         s += "#\n# Using devices\n";
         for l in lines {
             s += &String::from_utf8_lossy(&l);

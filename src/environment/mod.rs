@@ -82,6 +82,14 @@ pub fn vars() -> BTreeMap<String, String> {
         .collect()
 }
 
+static LOOPBACK: std::sync::OnceLock<crate::gin_backend::Loopback> = std::sync::OnceLock::new();
+
+/// Record that NCCL was pointed at the loopback GIN plugin (`gin_backend::select`), so every
+/// results file says who carried GIN.
+pub fn set_gin_plugin(l: crate::gin_backend::Loopback) {
+    let _ = LOOPBACK.set(l);
+}
+
 /// The `env` object: what every rank found (`gpus`), GIN as NCCL answered, and what this process
 /// sees (network, variables, driver, the NCCL library when one was loaded).
 pub fn build(gpus: Vec<GpuInfo>, gin: Gin, nccl: Option<&crate::nccl::Nccl>) -> Env {
@@ -97,7 +105,12 @@ pub fn build(gpus: Vec<GpuInfo>, gin: Gin, nccl: Option<&crate::nccl::Nccl>) -> 
             library: nccl.map(|l| l.version).unwrap_or(0),
             path: nccl.map(|l| l.path.clone()).unwrap_or_default(),
         },
-        gin: gin_with_hint(gin, &network),
+        gin: Gin {
+            backend: if LOOPBACK.get().is_some() { "loopback" } else { "nccl" }.into(),
+            plugin: LOOPBACK.get().map(|l| format!("{} at {}", l.version, l.path.display())).unwrap_or_default(),
+            nodes: 1,
+            ..gin_with_hint(gin, &network)
+        },
         network,
         vars: vars(),
     }
@@ -111,7 +124,14 @@ pub fn gather(boot: &dyn crate::bootstrap::Bootstrap, gpu: &crate::cuda::Gpu, gi
         .iter()
         .map(|b| serde_json::from_slice(b).map_err(|e| crate::error::Error::internal(format!("gpu info: {e}"))))
         .collect::<crate::error::Result<_>>()?;
-    Ok(build(gpus, gin, Some(crate::nccl::load()?)))
+    let mut env = build(gpus, gin, Some(crate::nccl::load()?));
+    // Nodes as NCCL counts them: distinct host ids (NCCL_HOSTID where set, else the host name).
+    let id = std::env::var("NCCL_HOSTID").unwrap_or_else(|_| crate::bootstrap::hostname());
+    let mut ids = boot.allgather(id.as_bytes());
+    ids.sort();
+    ids.dedup();
+    env.gin.nodes = ids.len();
+    Ok(env)
 }
 
 /// Host names in rank order, each once.

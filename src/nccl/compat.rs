@@ -77,7 +77,7 @@ pub fn probe_gin(comm: &Comm) -> Gin {
     let mut p: ffi::ncclCommProperties = unsafe { std::ptr::read_unaligned(init::COMM_PROPERTIES.as_ptr().cast()) };
     if let Err(e) = comm.check(unsafe { lib().ncclCommQueryProperties(comm.raw(), &mut p) }, "ncclCommQueryProperties")
     {
-        return Gin { kind: "none".into(), reason: e.msg, connection: "none".into() };
+        return Gin { kind: "none".into(), reason: e.msg, connection: "none".into(), ..Default::default() };
     }
     let (full, railed) = (p.ginType.0 as i32, p.railedGinType.0 as i32);
     match (full, railed) {
@@ -85,15 +85,20 @@ pub fn probe_gin(comm: &Comm) -> Gin {
             kind: "none".into(),
             reason: "ncclCommQueryProperties: no GIN backend on every rank (ginType NONE)".into(),
             connection: "none".into(),
+            ..Default::default()
         },
         (0, t) => Gin {
             kind: gin_type_name(t).into(),
             reason: "GIN only between ranks of the same rail (no cross-rail connectivity)".into(),
             connection: "rail".into(),
+            ..Default::default()
         },
-        (t, _) => {
-            Gin { kind: gin_type_name(t).into(), reason: "ncclCommQueryProperties".into(), connection: "full".into() }
-        }
+        (t, _) => Gin {
+            kind: gin_type_name(t).into(),
+            reason: "ncclCommQueryProperties".into(),
+            connection: "full".into(),
+            ..Default::default()
+        },
     }
 }
 
@@ -113,8 +118,9 @@ pub fn probe_gin(comm: &Comm) -> Gin {
             reason: "ncclDevCommCreate with GIN succeeded (NCCL 2.28 cannot name the GIN type; NCCL_GIN_TYPE pins it)"
                 .into(),
             connection: "full".into(),
+            ..Default::default()
         },
-        Err(e) => Gin { kind: "none".into(), reason: e.msg, connection: "none".into() },
+        Err(e) => Gin { kind: "none".into(), reason: e.msg, connection: "none".into(), ..Default::default() },
     }
 }
 

@@ -1,4 +1,5 @@
-//! Build script: NCCL bindings (bindgen, dynamic loading) and CUDA kernels (nvcc → fatbin).
+//! Build script: NCCL bindings (bindgen, dynamic loading), CUDA kernels (nvcc → fatbin), the NVTX
+//! shim and the MPI shim.
 //!
 //! Inputs come from the environment that `ci/setup` writes (CUDA_HOME, NCCL_HOME, MPICC,
 //! LIBCLANG_PATH); standard locations are tried when they are unset.
@@ -60,6 +61,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/kernels");
     println!("cargo:rerun-if-changed=src/nccl/wrapper.h");
     println!("cargo:rerun-if-changed=src/nccl/initializers.cu");
+    println!("cargo:rerun-if-changed=src/bootstrap/mpi_shim.c");
     println!("cargo::rustc-check-cfg=cfg(nccl_versioned_structs)");
     println!("cargo::rustc-check-cfg=cfg(nccl_gin_connection_type)");
     println!("cargo::rustc-check-cfg=cfg(nccl_gin_signal_requirements)");
@@ -106,7 +108,7 @@ fn main() {
     kernels(&cuda, &nccl_inc, &out);
     initializers(&cuda, &nccl_inc, &out);
     nvtx(&cuda);
-    mpi_rpath();
+    mpi_shim(&out);
 }
 
 fn bindings(cuda: &Path, nccl_inc: &Path, out: &Path) {
@@ -217,16 +219,23 @@ fn nvtx(cuda: &Path) {
     println!("cargo:rustc-link-lib=dl");
 }
 
-/// Bake the MPI library directory into RUNPATH so the binaries start without LD_LIBRARY_PATH
-/// where they were built; elsewhere the loader falls back to the system's libmpi.
-fn mpi_rpath() {
-    let mpicc = env::var("MPICC").unwrap_or_else(|_| "mpicc".into());
-    let Ok(out) = Command::new(&mpicc).arg("-show").output() else {
-        return;
-    };
-    for tok in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-        if let Some(dir) = tok.strip_prefix("-L") {
-            println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
+/// The MPI shim (src/bootstrap/mpi_shim.c) as a shared library, OUT_DIR/ginbench_mpi.so, which
+/// src/bootstrap/mpi.rs embeds and loads only under an MPI launcher: the binaries themselves do
+/// not link libmpi. Its RUNPATH (from the wrapper) names this machine's MPI; elsewhere the loader
+/// finds the system's. Without any MPI compiler the file is empty and MPI launches report it.
+fn mpi_shim(out: &Path) {
+    let so = out.join("ginbench_mpi.so");
+    let explicit = env::var("MPICC").ok().filter(|c| !c.is_empty());
+    let mpicc = explicit.clone().unwrap_or_else(|| "mpicc".into());
+    let run =
+        Command::new(&mpicc).args(["-shared", "-fPIC", "-O2", "-o"]).arg(&so).arg("src/bootstrap/mpi_shim.c").output();
+    match run {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => fail(&format!("{mpicc} failed on src/bootstrap/mpi_shim.c:\n{}", String::from_utf8_lossy(&o.stderr))),
+        Err(e) if explicit.is_some() => fail(&format!("cannot run MPICC={mpicc}: {e}")),
+        Err(_) => {
+            println!("cargo:warning=no MPI compiler (mpicc) found: the binaries will not run under mpirun / srun (source ci/env, or set MPICC, to build with MPI)");
+            fs::write(&so, b"").unwrap_or_else(|e| fail(&format!("{}: {e}", so.display())));
         }
     }
 }

@@ -3,6 +3,9 @@
 //!
 //! Inputs come from the environment that `ci/setup` writes (CUDA_HOME, NCCL_HOME, MPICC,
 //! LIBCLANG_PATH); standard locations are tried when they are unset.
+#[path = "build/nccl.rs"]
+mod nccl;
+
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -62,31 +65,16 @@ fn main() {
     println!("cargo:rerun-if-changed=src/nccl/wrapper.h");
     println!("cargo:rerun-if-changed=src/nccl/initializers.cu");
     println!("cargo:rerun-if-changed=src/bootstrap/mpi_shim.c");
-    println!("cargo::rustc-check-cfg=cfg(nccl_versioned_structs)");
-    println!("cargo::rustc-check-cfg=cfg(nccl_gin_connection_type)");
-    println!("cargo::rustc-check-cfg=cfg(nccl_gin_signal_requirements)");
 
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     let cuda = cuda_home();
     let nccl = nccl_home();
     let nccl_inc = nccl.join("include");
     let code = nccl_version_code(&nccl_inc.join("nccl.h"));
-    if code < 22807 {
-        fail(&format!("NCCL headers {code} are older than 2.28.7, the first with the device API and GIN"));
+    for line in nccl::instructions(code).unwrap_or_else(|e| fail(&e)) {
+        println!("{line}");
     }
     println!("cargo:rustc-env=GINBENCH_NCCL_HEADER_VERSION={code}");
-    // 2.29.2 versioned the device-API structs (size/magic/version, *_INITIALIZER macros).
-    if code >= 22902 {
-        println!("cargo:rustc-cfg=nccl_versioned_structs");
-    }
-    // 2.29.7 replaced ginForceEnable with ginConnectionType (FULL / RAIL).
-    if code >= 22907 {
-        println!("cargo:rustc-cfg=nccl_gin_connection_type");
-    }
-    // 2.30.5 added ginStrongSignalsRequired / ginVaSignalsRequired (default true).
-    if code >= 23005 {
-        println!("cargo:rustc-cfg=nccl_gin_signal_requirements");
-    }
     let lib = nccl.join("lib/libnccl.so.2");
     println!(
         "cargo:rustc-env=GINBENCH_NCCL_BUILD_LIB={}",

@@ -25,3 +25,51 @@ fn two_process_mpi_bootstrap() {
     }
     assert_eq!(text.matches("allgather, broadcast, reduce ok").count(), 2, "{text}");
 }
+
+/// The README's MPI check as a newcomer types it, from a shell whose PATH has no toolchain in it:
+/// `source ci/env` puts mpirun on PATH (and the MPI library folder on LD_LIBRARY_PATH).
+#[test]
+fn readme_mpi_check_after_source_ci_env() {
+    let script = r#"
+        source ci/env || exit 97
+        command -v mpirun >/dev/null || exit 98
+        case ":$LD_LIBRARY_PATH:" in *"$(dirname "$(dirname "$(command -v mpirun)")")"*) ;; *) exit 99 ;; esac
+        flags=()
+        if mpirun --version 2>/dev/null | grep -q "Open MPI"; then flags=(--allow-run-as-root --oversubscribe); fi
+        mpirun "${flags[@]}" -np 2 "$GINBENCH" mpi-check
+    "#;
+    if std::env::var_os("MPICC").is_none() && std::env::var_os("GINBENCH_REQUIRE_MPI").is_none() {
+        // No toolchain set up in this environment: sourcing ci/env would install one.
+        return;
+    }
+    let mut cmd = Command::new("bash");
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR")).args(["-c", script]).env_clear();
+    cmd.env("PATH", "/usr/bin:/bin").env("GINBENCH", env!("CARGO_BIN_EXE_ginbench"));
+    // What ci/setup honours, so that it finds the same toolchain (and installs nothing).
+    for v in [
+        "HOME",
+        "XDG_CACHE_HOME",
+        "GINBENCH_TOOLCHAIN",
+        "PYTHON",
+        "CUDA_HOME",
+        "NCCL_HOME",
+        "MPICC",
+        "MPI_HOME",
+        "LIBCLANG_PATH",
+    ] {
+        if let Some(val) = std::env::var_os(v) {
+            cmd.env(v, val);
+        }
+    }
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    match out.status.code() {
+        Some(97) => panic!("source ci/env failed: {err}"),
+        Some(98) => panic!("no mpirun on PATH after source ci/env: {err}"),
+        Some(99) => panic!("the MPI library folder is not on LD_LIBRARY_PATH after source ci/env"),
+        _ => {}
+    }
+    assert!(out.status.success(), "{text}\n{err}");
+    assert_eq!(text.matches("allgather, broadcast, reduce ok").count(), 2, "{text}");
+}

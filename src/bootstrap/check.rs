@@ -8,7 +8,7 @@ pub fn run() -> Result<String> {
     if !super::launched_by_mpi() {
         return Err(Error::usage("not started by an MPI launcher", "run it as: mpirun -np 2 ginbench mpi-check"));
     }
-    let b = MpiRank::init().ok_or_else(|| Error::internal("MPI was already initialised"))?;
+    let b = MpiRank::init()?;
     let (rank, n) = (b.rank(), b.size());
     // Variable-length payloads: rank r sends r+1 copies of byte r.
     let all = b.allgather(&vec![rank as u8; rank + 1]);

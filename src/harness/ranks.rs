@@ -24,7 +24,7 @@ where
                 "drop -t / -g and start one process per GPU (mpirun -np <GPUs>)",
             ));
         }
-        let boot = bootstrap::mpi::MpiRank::init().ok_or_else(|| Error::internal("MPI was already initialised"))?;
+        let boot = bootstrap::mpi::MpiRank::init()?;
         let (local, _) = boot.local_rank();
         return rank_main(&boot, local);
     }

@@ -1,0 +1,46 @@
+//! The NCCL header versions that change what ginbench compiles.
+//!
+//! Shared by build.rs and tests/build.rs (included with `#[path]`), so it uses std only.
+
+/// The oldest headers ginbench builds against: 2.28.7, the first with the device API and GIN.
+pub const FLOOR: u32 = 22807;
+
+/// (cfg name, first NCCL_VERSION_CODE that has it, what changed there). build.rs declares every
+/// cfg (`rustc-check-cfg`) and sets those the headers reach (`rustc-cfg`).
+pub const CFGS: &[(&str, u32, &str)] = &[
+    (
+        "nccl_versioned_structs",
+        22902,
+        "2.29.2 versioned the device-API structs (size/magic/version, *_INITIALIZER macros)",
+    ),
+    ("nccl_gin_connection_type", 22907, "2.29.7 replaced ginForceEnable with ginConnectionType (FULL / RAIL)"),
+    (
+        "nccl_gin_signal_requirements",
+        23005,
+        "2.30.5 added ginStrongSignalsRequired / ginVaSignalsRequired (default true)",
+    ),
+];
+
+/// The cfgs set for headers of version `code`.
+pub fn cfgs_for(code: u32) -> Vec<&'static str> {
+    CFGS.iter().filter(|(_, first, _)| code >= *first).map(|(name, _, _)| *name).collect()
+}
+
+/// NCCL_VERSION_CODE as a release: 22809 → "2.28.9" (the X*10000 + Y*100 + Z form of 2.9 onwards).
+pub fn release(code: u32) -> String {
+    format!("{}.{}.{}", code / 10000, code / 100 % 100, code % 100)
+}
+
+/// The cargo instructions for headers of version `code`, or why they are too old.
+pub fn instructions(code: u32) -> Result<Vec<String>, String> {
+    if code < FLOOR {
+        return Err(format!(
+            "NCCL headers {} are older than {}, the first with the device API and GIN",
+            release(code),
+            release(FLOOR)
+        ));
+    }
+    let mut v: Vec<String> = CFGS.iter().map(|(name, _, _)| format!("cargo::rustc-check-cfg=cfg({name})")).collect();
+    v.extend(cfgs_for(code).into_iter().map(|name| format!("cargo::rustc-cfg={name}")));
+    Ok(v)
+}

@@ -7,6 +7,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "src/plugins/loopback/build_support.rs"]
+mod loopback_build;
+
 fn fail(msg: &str) -> ! {
     eprintln!("\nginbench build: {msg}\n  fix: run `ci/setup` and `source \"$(ci/setup)\"` (or set CUDA_HOME / NCCL_HOME), then build again\n");
     std::process::exit(1);
@@ -105,6 +108,8 @@ fn main() {
     bindings(&cuda, &nccl_inc, &out);
     kernels(&cuda, &nccl_inc, &out);
     initializers(&cuda, &nccl_inc, &out);
+    loopback_build::build(&cuda, &out);
+    loopback_build::build_contract_test(&out);
     nvtx(&cuda);
     mpi_rpath();
 }

@@ -42,6 +42,17 @@ Result readConfig(Config* out) {
     }
     c.timeoutSeconds = s;
   }
+  if (const char* v = getenv("GINBENCH_LOOPBACK_LOCAL_COPY"); v != nullptr && *v != '\0') {
+    if (strcmp(v, "auto") == 0) {
+      c.localCopy = LocalCopy::Auto;
+    } else if (strcmp(v, "host") == 0) {
+      c.localCopy = LocalCopy::Host;
+    } else if (strcmp(v, "direct") == 0) {
+      c.localCopy = LocalCopy::Direct;
+    } else {
+      return fail(kInvalidArgument, "GINBENCH_LOOPBACK_LOCAL_COPY=%s: use auto, host or direct", v);
+    }
+  }
   *out = c;
   return kSuccess;
 }

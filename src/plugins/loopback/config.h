@@ -4,6 +4,14 @@
 //   GINBENCH_LOOPBACK_BREAK=signal-early    test-only: a signal becomes visible before its put
 //   GINBENCH_LOOPBACK_TIMEOUT=<seconds>     bound on every wait (collective registration,
 //                                           draining at close, device read-backs); default 300
+//   GINBENCH_LOOPBACK_LOCAL_COPY=auto|host|direct
+//                                           how a GPU copies into its own memory (puts to self):
+//                                           CUDA runs a same-device copy on the SMs, which a GIN
+//                                           kernel holding every SM starves (measured on H200), so
+//                                           auto has another GPU of the group do it with its copy
+//                                           engine, or with one GPU bounces it through pinned host
+//                                           memory; host always bounces; direct = cuMemcpyAsync on
+//                                           the GPU itself, fastest but can deadlock
 #pragma once
 
 #include <cstdint>
@@ -12,7 +20,10 @@
 
 namespace gbl {
 
+enum class LocalCopy { Auto, Host, Direct };
+
 struct Config {
+  LocalCopy localCopy = LocalCopy::Auto;
   bool chaos = false;
   uint64_t chaosSeed = 0;
   bool breakSignalEarly = false;

@@ -85,10 +85,27 @@ Lane* laneOf(CollComm& c, int context, uint32_t peer, const char* what) {
   return &c.lanes[static_cast<size_t>(context) * c.nranks + peer];
 }
 
-// The lane's timeline, on the device mover when `device` memory is involved. A lane starts on
+// The GPU that copies into this rank's own memory (puts and gets to self): a same-device copy
+// would run on the SMs, so by default another GPU of the group (which has access to every
+// window) does it with its copy engine. -1: none (one GPU; the copy bounces through the host).
+int helperDevice(const CollComm& c, int own) {
+  if (c.config.localCopy == LocalCopy::Host || c.config.localCopy == LocalCopy::Direct) return -1;
+  Group& g = *c.group;
+  std::lock_guard<std::mutex> glock(g.mutex);
+  for (int i = 1; i < g.nranks; i++) {
+    const CollComm* m = g.members[(c.rank + i) % g.nranks];
+    int d = m != nullptr ? m->device.load() : -1;
+    if (d >= 0 && d != own) return d;
+  }
+  return -1;
+}
+
+// The lane's timeline, on the device mover when device memory is involved. A lane starts on
 // the host mover and moves to a device stream at its first device op; host ops are complete
-// when issued, so nothing is lost in the switch.
-Result laneTimeline(CollComm& c, Lane& lane, bool device, int deviceHint, Timeline** out) {
+// when issued, so nothing is lost in the switch. Lanes to peers run on this rank's GPU (it
+// pushes); the lane to self runs on a helper GPU where there is one (helperDevice()).
+Result laneTimeline(CollComm& c, Lane& lane, const HeldChunk& piece, Timeline** out) {
+  bool device = piece.srcDevice >= 0 || piece.dstDevice >= 0;
   if (lane.timeline && (!device || !lane.timeline->mover->synchronous())) {
     *out = lane.timeline.get();
     return kSuccess;
@@ -97,7 +114,13 @@ Result laneTimeline(CollComm& c, Lane& lane, bool device, int deviceHint, Timeli
   if (device) {
     Mover* m = nullptr;
     if (Result r = cudaMover(&m); r != kSuccess) return r;
-    int dev = c.device >= 0 ? c.device : deviceHint;
+    int own = c.device.load();
+    if (own < 0) own = piece.dstDevice >= 0 ? piece.dstDevice : piece.srcDevice;
+    int dev = own;
+    if (lane.peer == c.rank) {
+      int helper = helperDevice(c, own);
+      if (helper >= 0) dev = helper;
+    }
     if (Result r = m->newTimeline(dev, &t); r != kSuccess) return r;
   } else if (Result r = hostMover().newTimeline(-1, &t); r != kSuccess) {
     return r;
@@ -115,9 +138,12 @@ void traceEvent(const CollComm& c, const Lane& lane, TraceEvent::Type type, uint
 
 Result issueCopy(CollComm& c, Lane& lane, Request* req, const HeldChunk& piece) {
   Timeline* t = nullptr;
-  if (Result r = laneTimeline(c, lane, piece.device, piece.deviceHint, &t); r != kSuccess) return r;
+  if (Result r = laneTimeline(c, lane, piece, &t); r != kSuccess) return r;
+  // A GPU copying within its own memory: through the host unless told to use the SMs.
+  bool bounce = piece.srcDevice >= 0 && piece.srcDevice == piece.dstDevice && piece.srcDevice == t->device &&
+                c.config.localCopy != LocalCopy::Direct;
   uint64_t ticket = 0;
-  if (Result r = t->mover->copy(*t, piece.dst, piece.src, piece.bytes, &ticket); r != kSuccess) return r;
+  if (Result r = t->mover->copy(*t, piece.dst, piece.src, piece.bytes, bounce, &ticket); r != kSuccess) return r;
   req->parts.push_back(Part{t, ticket, nullptr});
   if (t->mover->synchronous()) traceEvent(c, lane, TraceEvent::Data, piece.opSeq, piece.chunk, piece.bytes, nullptr, 0);
   return kSuccess;
@@ -157,8 +183,8 @@ Result progressHeld(CollComm& c) {
 
 // A put's (or get's) bytes on its lane: whole, or under chaos split into shuffled chunks of
 // which some may be held back (only when nothing on the lane has to follow them: `mayHold`).
-Result enqueueData(CollComm& c, Lane& lane, Request* req, char* dst, const char* src, size_t bytes, bool device,
-                   int deviceHint, uint64_t opSeq, bool mayHold) {
+Result enqueueData(CollComm& c, Lane& lane, Request* req, char* dst, int dstDevice, const char* src, int srcDevice,
+                   size_t bytes, uint64_t opSeq, bool mayHold) {
   if (bytes == 0) return kSuccess;
   unsigned n = 1;
   if (c.config.chaos && bytes >= c.chaos.minSplitBytes) n = 1 + static_cast<unsigned>(c.rng.below(c.chaos.maxChunks));
@@ -169,7 +195,7 @@ Result enqueueData(CollComm& c, Lane& lane, Request* req, char* dst, const char*
   }
   for (unsigned i : order) {
     size_t lo = chunkStart(bytes, n, i), hi = chunkStart(bytes, n, i + 1);
-    HeldChunk piece{req, dst + lo, src + lo, hi - lo, device, deviceHint, 0, opSeq, i};
+    HeldChunk piece{req, dst + lo, src + lo, hi - lo, dstDevice, srcDevice, 0, opSeq, i};
     if (c.config.chaos && mayHold && c.rng.chance(c.chaos.holdPercent)) {
       piece.pollsLeft = 1 + static_cast<unsigned>(c.rng.below(c.chaos.maxHoldPolls));
       req->heldChunks++;
@@ -392,23 +418,23 @@ Result put(void* collComm, const PutArgs& a, void** request) {
     }
   }
 
-  bool device = (srcE != nullptr && srcE->type == kPtrCuda) || (dstE != nullptr && dstE->type == kPtrCuda);
-  int hint = dstE != nullptr && dstE->type == kPtrCuda ? dstE->device : (srcE != nullptr ? srcE->device : -1);
+  int srcDev = srcE != nullptr && srcE->type == kPtrCuda ? srcE->device : -1;
+  int dstDev = dstE != nullptr && dstE->type == kPtrCuda ? dstE->device : -1;
   uint64_t opSeq = ++lane->opSeq;
   Request* req = newRequest(c);
   Result r = kSuccess;
   if (!a.withSignal) {
-    r = enqueueData(c, *lane, req, dst, src, a.size, device, hint, opSeq, /*mayHold=*/true);
+    r = enqueueData(c, *lane, req, dst, dstDev, src, srcDev, a.size, opSeq, /*mayHold=*/true);
   } else if (c.config.breakSignalEarly) {
     // Negative control: the signal goes first, unordered; its data follows.
     r = writeSignal(c, *lane, req, *sigE, static_cast<MemHandle*>(a.signalMhandle), a.signalOff,
                     reinterpret_cast<uint64_t*>(sig), delta, opSeq, /*orderAfterLane=*/false);
     if (r == kSuccess) r = releaseHeld(c, *lane, true);
-    if (r == kSuccess) r = enqueueData(c, *lane, req, dst, src, a.size, device, hint, opSeq, false);
+    if (r == kSuccess) r = enqueueData(c, *lane, req, dst, dstDev, src, srcDev, a.size, opSeq, false);
   } else {
     // Everything earlier on the lane, then this op's data, then the signal.
     r = releaseHeld(c, *lane, true);
-    if (r == kSuccess) r = enqueueData(c, *lane, req, dst, src, a.size, device, hint, opSeq, false);
+    if (r == kSuccess) r = enqueueData(c, *lane, req, dst, dstDev, src, srcDev, a.size, opSeq, false);
     if (r == kSuccess) {
       r = writeSignal(c, *lane, req, *sigE, static_cast<MemHandle*>(a.signalMhandle), a.signalOff,
                       reinterpret_cast<uint64_t*>(sig), delta, opSeq, /*orderAfterLane=*/true);
@@ -443,10 +469,11 @@ Result get(void* collComm, int context, uint64_t remoteOff, void* remoteMhandle,
   if (Result r = window(c, localMhandle, c.rank, localOff, size, "iget", &localE, &local); r != kSuccess) {
     return noteError(c, r);
   }
-  bool device = remoteE->type == kPtrCuda || localE->type == kPtrCuda;
-  int hint = localE->type == kPtrCuda ? localE->device : remoteE->device;
+  int localDev = localE->type == kPtrCuda ? localE->device : -1;
+  int remoteDev = remoteE->type == kPtrCuda ? remoteE->device : -1;
   Request* req = newRequest(c);
-  if (Result r = enqueueData(c, *lane, req, local, remote, size, device, hint, ++lane->opSeq, true); r != kSuccess) {
+  if (Result r = enqueueData(c, *lane, req, local, localDev, remote, remoteDev, size, ++lane->opSeq, true);
+      r != kSuccess) {
     dropRequest(c, req);
     return noteError(c, r);
   }

@@ -33,7 +33,9 @@ class Mover {
   // True when every operation has completed by the time its call returns (the host mover).
   virtual bool synchronous() const = 0;
   virtual Result newTimeline(int device, std::unique_ptr<Timeline>* out) = 0;
-  virtual Result copy(Timeline& t, void* dst, const void* src, size_t bytes, uint64_t* ticket) = 0;
+  // bounceViaHost: the device copies into its own memory through pinned host memory, in copy
+  // engine steps (D2H then H2D): a same-device cuMemcpyAsync would need a free SM.
+  virtual Result copy(Timeline& t, void* dst, const void* src, size_t bytes, bool bounceViaHost, uint64_t* ticket) = 0;
   // Stores `value` into the 8-byte signal word (a plain store, visible after all earlier work on
   // `t`): the engine computes the value from its shadow of the word (engine.cc says why).
   virtual Result writeSignal(Timeline& t, uint64_t* word, uint64_t value, uint64_t* ticket) = 0;

@@ -20,6 +20,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr size_t kStagingBytes = 4u << 20;
+
 cu::DevicePtr dptr(const void* p) { return static_cast<cu::DevicePtr>(reinterpret_cast<uintptr_t>(p)); }
 
 // Saves the calling thread's current context and puts it back: setup and teardown calls run on
@@ -46,11 +48,13 @@ struct CudaTimeline final : Timeline {
     for (auto& e : inflight) api->eventDestroy(e.second);
     for (auto e : spare) api->eventDestroy(e);
     if (stream != nullptr) api->streamDestroy(stream);
+    if (staging != nullptr) api->memFreeHost(staging);
   }
   const cu::Api* api;
   cu::Context ctx;
   cu::Stream stream = nullptr;
   std::deque<std::pair<uint64_t, cu::Event>> inflight;  // (ticket, event recorded after it)
+  void* staging = nullptr;  // pinned, for copies bounced through the host
   std::vector<cu::Event> spare;
   uint64_t completed = 0;
 };
@@ -85,10 +89,32 @@ class CudaMover final : public Mover {
     return kSuccess;
   }
 
-  Result copy(Timeline& tl, void* dst, const void* src, size_t bytes, uint64_t* ticket) override {
+  Result copy(Timeline& tl, void* dst, const void* src, size_t bytes, bool bounceViaHost, uint64_t* ticket) override {
     CudaTimeline& t = static_cast<CudaTimeline&>(tl);
     if (Result r = cu::makeCurrent(t.ctx); r != kSuccess) return r;
-    if (bytes > 0) {
+    if (bytes > 0 && bounceViaHost) {
+      if (t.staging == nullptr) {
+        if (Result r = cu::check(api_->memHostAlloc(&t.staging, kStagingBytes, 0), "cuMemHostAlloc (staging)");
+            r != kSuccess) {
+          return r;
+        }
+      }
+      // Device -> staging -> device, chunk by chunk; the stream's order keeps a chunk's H2D
+      // ahead of the next chunk's D2H into the same staging buffer.
+      for (size_t off = 0; off < bytes; off += kStagingBytes) {
+        size_t n = bytes - off < kStagingBytes ? bytes - off : kStagingBytes;
+        const char* s = static_cast<const char*>(src) + off;
+        char* d = static_cast<char*>(dst) + off;
+        if (Result r = cu::check(api_->memcpyAsync(dptr(t.staging), dptr(s), n, t.stream), "cuMemcpyAsync (D2H)");
+            r != kSuccess) {
+          return r;
+        }
+        if (Result r = cu::check(api_->memcpyAsync(dptr(d), dptr(t.staging), n, t.stream), "cuMemcpyAsync (H2D)");
+            r != kSuccess) {
+          return r;
+        }
+      }
+    } else if (bytes > 0) {
       // Unified addressing lets one call serve device<->device (peer or local), host->device
       // (pageable sources are staged before the call returns, so NCCL may reuse its inline slot
       // once we report completion) and device->host.
@@ -287,6 +313,12 @@ Result grantAccess(void* ptr, size_t size, int ownerDevice, const int* devices, 
     if (!seen) others.push_back(d);
   }
   if (others.empty()) return kSuccess;
+  // Called on whichever rank's thread completed the registration: look the allocation up from
+  // its owner's context (a cuMem range is invisible to a device without access to it yet).
+  ScopedContext keep(api);
+  cu::Context owner = nullptr;
+  if (Result r = cu::primaryContext(ownerDevice, &owner); r != kSuccess) return r;
+  if (Result r = cu::check(api->ctxSetCurrent(owner), "cuCtxSetCurrent"); r != kSuccess) return r;
   cu::DevicePtr base = 0;
   size_t range = 0;
   if (Result r = cu::check(api->memGetAddressRange(&base, &range, dptr(ptr)), "cuMemGetAddressRange");
@@ -301,9 +333,6 @@ Result grantAccess(void* ptr, size_t size, int ownerDevice, const int* devices, 
   // cuMem (VMM) allocations, which is what NCCL registers: add access on the owner's mapping.
   if (api->memSetAccess(base, range, desc.data(), desc.size()) == cu::kOk) return kSuccess;
   // cudaMalloc-style memory: classic peer access, context to context.
-  ScopedContext keep(api);
-  cu::Context owner = nullptr;
-  if (Result r = cu::primaryContext(ownerDevice, &owner); r != kSuccess) return r;
   for (int d : others) {
     cu::Context ctx = nullptr;
     if (Result r = cu::primaryContext(d, &ctx); r != kSuccess) return r;

@@ -18,7 +18,7 @@ class HostMover final : public Mover {
     return kSuccess;
   }
 
-  Result copy(Timeline& t, void* dst, const void* src, size_t bytes, uint64_t* ticket) override {
+  Result copy(Timeline& t, void* dst, const void* src, size_t bytes, bool /*bounce*/, uint64_t* ticket) override {
     if (bytes > 0) memmove(dst, src, bytes);
     // Order the data before any later store (a signal) for readers on other threads, the way a
     // GPU kernel polling the signal would see it.

@@ -5,6 +5,7 @@
 // to every rank once all have arrived.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -113,8 +114,8 @@ struct HeldChunk {  // chaos: a piece of an unsignalled put (or get) not issued 
   char* dst;
   const char* src;
   size_t bytes;
-  bool device;     // needs the CUDA mover
-  int deviceHint;  // device to run on if the rank has none of its own
+  int dstDevice;  // CUDA device of each side; -1: host memory
+  int srcDevice;
   unsigned pollsLeft;
   uint64_t opSeq;
   unsigned chunk;
@@ -139,7 +140,7 @@ struct CollComm {
   ChaosPolicy chaos;
   Rng rng;
   std::mutex mutex;  // everything below; NCCL calls one CollComm from its progress thread
-  int device = -1;   // this rank's CUDA device, from its first device window
+  std::atomic<int> device{-1};  // this rank's CUDA device, from its first device window
   uint64_t regSeq = 0;
   int nContexts = 0;  // v11: 1 from connect; v14: from createContext
   void* contextSet = nullptr;

@@ -219,7 +219,7 @@ Result regMrSym(void* collComm, void* data, size_t size, int type, uint64_t mrFl
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     seq = c.regSeq++;
-    if (device >= 0 && c.device < 0) c.device = device;
+    if (device >= 0 && c.device.load() < 0) c.device.store(device);
   }
   Registration* reg = nullptr;
   bool complete = false;

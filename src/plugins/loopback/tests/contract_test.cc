@@ -261,6 +261,15 @@ static void caseInitConfig() {
   setEnv("GINBENCH_LOOPBACK_BREAK", nullptr);
   setEnv("GINBENCH_LOOPBACK_TIMEOUT", "0");
   CHECK_ERR(ncclGinPlugin_v11.init(&ctx, 1, nullptr), "GINBENCH_LOOPBACK_TIMEOUT=0");
+  setEnv("GINBENCH_LOOPBACK_TIMEOUT", nullptr);
+  setEnv("GINBENCH_LOOPBACK_LOCAL_COPY", "sm");
+  CHECK_ERR(ncclGinPlugin_v11.init(&ctx, 1, nullptr), "GINBENCH_LOOPBACK_LOCAL_COPY=sm");
+  for (const char* mode : {"auto", "host", "direct"}) {
+    setEnv("GINBENCH_LOOPBACK_LOCAL_COPY", mode);
+    CHECK(ncclGinPlugin_v11.init(&ctx, 1, nullptr) == kSuccess, "GINBENCH_LOOPBACK_LOCAL_COPY=%s refused", mode);
+    ncclGinPlugin_v11.finalize(ctx);
+  }
+  setEnv("GINBENCH_LOOPBACK_LOCAL_COPY", nullptr);
   configure(nullptr, nullptr);
 }
 

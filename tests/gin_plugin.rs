@@ -95,3 +95,22 @@ fn contract_test_rejects_unknown_case() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no case matches"));
 }
+
+/// The GPU smoke test: passes on a GPU host; on a host without a driver it says so and exits 8
+/// (the project's "no GPU" code), never anything else.
+#[test]
+fn gpu_smoke_passes_or_reports_no_gpu() {
+    let Some(smoke) = option_env!("GINBENCH_LOOPBACK_GPU_SMOKE") else {
+        return; // built without cuda.h
+    };
+    let out = Command::new(smoke).arg(PLUGIN).output().expect("gpu smoke runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    match out.status.code() {
+        Some(0) => assert!(stdout.contains("gpu-smoke: passed"), "{stdout}\n{stderr}"),
+        Some(8) => assert!(stderr.contains("skipped"), "{stderr}"),
+        other => panic!("gpu smoke exited {other:?}:\n{stdout}\n{stderr}"),
+    }
+    let usage = Command::new(smoke).output().expect("gpu smoke runs");
+    assert_eq!(usage.status.code(), Some(6), "no argument is a usage error");
+}

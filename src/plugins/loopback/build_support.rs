@@ -5,7 +5,8 @@
 //! at build time (it declares the ABI it implements and loads the CUDA driver at run time).
 //! [`build`] makes `OUT_DIR/libnccl-net-ginbench.so`; [`build_contract_test`] links the same
 //! objects with the CPU contract tests. Both export their paths to the crate as
-//! `GINBENCH_LOOPBACK_PLUGIN` / `GINBENCH_LOOPBACK_CONTRACT_TEST` (tests/gin_plugin.rs runs them).
+//! `GINBENCH_LOOPBACK_PLUGIN` / `GINBENCH_LOOPBACK_CONTRACT_TEST` (tests/gin_plugin.rs runs them),
+//! and `GINBENCH_LOOPBACK_GPU_SMOKE` for the GPU smoke test where cuda.h is available.
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use std::sync::OnceLock;
 const SRC_DIR: &str = "src/plugins/loopback";
 const LIBRARY: &str = "libnccl-net-ginbench.so";
 const CONTRACT_TEST: &str = "ginbench-loopback-contract-test";
+const GPU_SMOKE: &str = "ginbench-loopback-gpu-smoke";
 
 fn fail(msg: &str) -> ! {
     eprintln!("\nginbench build: loopback GIN plugin: {msg}\n");
@@ -138,10 +140,35 @@ fn check_cuda_abi(cxx: &str, cuda_home: &Path) {
     }
 }
 
-/// Builds `out_dir/libnccl-net-ginbench.so` and returns its path.
+/// The GPU smoke test (tests/gpu_smoke.cc: the device path under a kernel that holds every SM),
+/// built where cuda.h is; it loads the driver at run time, so it links no CUDA library either.
+fn build_gpu_smoke(cxx: &str, cuda_home: &Path, out_dir: &Path) {
+    let inc = cuda_home.join("include");
+    if !inc.join("cuda.h").exists() {
+        return;
+    }
+    let exe = out_dir.join(GPU_SMOKE);
+    let ok = Command::new(cxx)
+        .args(CXXFLAGS)
+        .arg(format!("-I{}", inc.display()))
+        .arg(Path::new(SRC_DIR).join("tests/gpu_smoke.cc"))
+        .arg("-o")
+        .arg(&exe)
+        .args(["-ldl", "-lpthread"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        fail("compiling tests/gpu_smoke.cc failed (see above)");
+    }
+    println!("cargo:rustc-env=GINBENCH_LOOPBACK_GPU_SMOKE={}", exe.display());
+}
+
+/// Builds `out_dir/libnccl-net-ginbench.so` and returns its path (and, where cuda.h is, the GPU
+/// smoke test beside it).
 pub fn build(cuda_home: &Path, out_dir: &Path) -> PathBuf {
     let (cxx, objs) = objects(out_dir);
     check_cuda_abi(cxx, cuda_home);
+    build_gpu_smoke(cxx, cuda_home, out_dir);
     let lib = out_dir.join(LIBRARY);
     let args: Vec<String> =
         ["-shared", "-Wl,--no-undefined", "-Wl,-soname,libnccl-net-ginbench.so"].map(String::from).to_vec();

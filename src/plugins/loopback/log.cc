@@ -3,23 +3,19 @@
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
-#include <mutex>
 #include <string>
 
 namespace gbl {
 namespace {
 
 std::atomic<DebugLogger> gLogger{nullptr};
-std::mutex gLastMutex;
-std::string gLast;
+// Per thread: the warning of this thread's last failing call (ranks run on their own threads).
+thread_local std::string tLast;
 
 void emit(int level, const char* fmt, va_list ap) {
   char msg[1024];
   vsnprintf(msg, sizeof msg, fmt, ap);
-  if (level == kLogWarn) {
-    std::lock_guard<std::mutex> lock(gLastMutex);
-    gLast = msg;
-  }
+  if (level == kLogWarn) tLast = msg;
   DebugLogger logger = gLogger.load(std::memory_order_acquire);
   if (logger != nullptr) {
     logger(level, kLogSubsysNet, __FILE__, __LINE__, "ginbench-loopback: %s", msg);
@@ -57,12 +53,6 @@ Result fail(Result code, const char* fmt, ...) {
   return code;
 }
 
-const char* lastWarning() {
-  // Thread-local copy: the caller may read it while another thread warns.
-  static thread_local std::string copy;
-  std::lock_guard<std::mutex> lock(gLastMutex);
-  copy = gLast;
-  return copy.c_str();
-}
+const char* lastWarning() { return tLast.c_str(); }
 
 }  // namespace gbl

@@ -15,7 +15,8 @@ void info(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 // returns `code`, so `return fail(kInvalidArgument, "...")` answers a bad call.
 Result fail(Result code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
-// Last warning text, for the contract tests (which check that bad calls say why).
+// The last warning logged on the calling thread, for the contract tests (which check that bad
+// calls say why).
 const char* lastWarning();
 
 }  // namespace gbl

@@ -53,6 +53,15 @@ Result readConfig(Config* out) {
       return fail(kInvalidArgument, "GINBENCH_LOOPBACK_LOCAL_COPY=%s: use auto, host or direct", v);
     }
   }
+  if (const char* v = getenv("GINBENCH_LOOPBACK_SIGNAL_READBACK"); v != nullptr && *v != '\0') {
+    if (strcmp(v, "auto") == 0) {
+      c.signalReadback = true;
+    } else if (strcmp(v, "never") == 0) {
+      c.signalReadback = false;
+    } else {
+      return fail(kInvalidArgument, "GINBENCH_LOOPBACK_SIGNAL_READBACK=%s: use auto or never", v);
+    }
+  }
   *out = c;
   return kSuccess;
 }

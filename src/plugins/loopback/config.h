@@ -12,6 +12,13 @@
 //                                           engine, or with one GPU bounces it through pinned host
 //                                           memory; host always bounces; direct = cuMemcpyAsync on
 //                                           the GPU itself, fastest but can deadlock
+//   GINBENCH_LOOPBACK_SIGNAL_READBACK=auto|never
+//                                           auto: before writing a signal word nothing is pending
+//                                           on, read it back from the device (exact even when the
+//                                           program resets signals; ~40 us per such op on H200);
+//                                           never: trust the plugin's shadow after a first read,
+//                                           right for programs that never call resetSignal
+//   GINBENCH_LOOPBACK_STATS=1               one line of data-path counters per connection at close
 #pragma once
 
 #include <cstdint>
@@ -24,6 +31,7 @@ enum class LocalCopy { Auto, Host, Direct };
 
 struct Config {
   LocalCopy localCopy = LocalCopy::Auto;
+  bool signalReadback = true;
   bool chaos = false;
   uint64_t chaosSeed = 0;
   bool breakSignalEarly = false;

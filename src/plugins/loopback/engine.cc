@@ -17,7 +17,9 @@
 // signal op to it is in flight. Hence: when no write to the word is pending, the shadow is
 // re-read from the device first (a copy-engine read on a stream of its own), which picks up any
 // reset; while writes are pending, GIN forbids resets, so the shadow is current. Windows
-// registered with NCCL_NET_MR_FLAG_SIGNAL_NEVER_RESET (NCCL >= 2.30) are read once only.
+// registered with NCCL_NET_MR_FLAG_SIGNAL_NEVER_RESET (NCCL >= 2.30) are read once only, as are
+// all words with GINBENCH_LOOPBACK_SIGNAL_READBACK=never (a read-back costs tens of microseconds
+// per op; programs that never reset signals can skip it).
 // Writers to one word may be different ranks on different GPUs: they all write through one
 // timeline per destination rank (a SignalDomain), in shadow order, after a cross-stream wait on
 // their own lane, so the word only moves forward and never shows a value before its puts.
@@ -35,6 +37,7 @@
 #include "internal.h"
 #include "log.h"
 #include "objects.h"
+#include "stats.h"
 
 namespace gbl {
 namespace {
@@ -246,11 +249,13 @@ Result writeSignal(CollComm& c, Lane& lane, Request* req, const RegEntry& entry,
   uint64_t completed = 0;
   if (Result r = t.mover->poll(t, &completed); r != kSuccess) return r;
   bool pending = s.known && s.lastTicket > completed;
-  bool neverReset = (entry.flags & kMrFlagSignalNeverReset) != 0;
+  bool neverReset = (entry.flags & kMrFlagSignalNeverReset) != 0 || !c.config.signalReadback;
   if (!pending && !(s.known && neverReset)) {
+    StatsTimer timer(stats().readBacks, stats().readBackNs);
     if (Result r = t.mover->readSignal(t.device, word, c.config.timeoutSeconds, &s.value); r != kSuccess) return r;
     s.known = true;
   }
+  if (statsEnabled()) stats().signals.fetch_add(1, std::memory_order_relaxed);
   uint64_t value = s.value + delta;
   uint64_t ticket = 0;
   if (Result r = t.mover->writeSignal(t, word, value, &ticket); r != kSuccess) return r;
@@ -372,6 +377,7 @@ Result destroyContexts(void* contextSet) {
 }
 
 Result put(void* collComm, const PutArgs& a, void** request) {
+  StatsTimer timer(stats().puts, stats().putNs);
   CollComm* cp = liveComm(collComm, a.withSignal ? "iputSignal" : "iput");
   if (cp == nullptr) return kInvalidArgument;
   CollComm& c = *cp;
@@ -450,6 +456,7 @@ Result put(void* collComm, const PutArgs& a, void** request) {
 
 Result get(void* collComm, int context, uint64_t remoteOff, void* remoteMhandle, size_t size, uint64_t localOff,
            void* localMhandle, uint32_t rank, void** request) {
+  StatsTimer timer(stats().puts, stats().putNs);
   CollComm* cp = liveComm(collComm, "iget");
   if (cp == nullptr) return kInvalidArgument;
   CollComm& c = *cp;
@@ -500,6 +507,7 @@ Result flush(void* collComm, int context, uint32_t rank, void** request) {
 }
 
 Result test(void* collComm, void* request, int* done) {
+  StatsTimer timer(stats().tests, stats().testNs);
   CollComm* cp = liveComm(collComm, "test");
   if (cp == nullptr) return kInvalidArgument;
   CollComm& c = *cp;
@@ -524,6 +532,7 @@ Result test(void* collComm, void* request, int* done) {
   c.requests.erase(req);
   delete req;
   *done = 1;
+  if (statsEnabled()) stats().testsDone.fetch_add(1, std::memory_order_relaxed);
   return kSuccess;
 }
 
@@ -570,6 +579,7 @@ Result closeColl(void* collComm) {
       c.contextSet = nullptr;
     }
   }
+  if (c.rank == 0) printStats("close of a rank-0 connection");
   leaveGroup(c);
   delete cp;
   return result;

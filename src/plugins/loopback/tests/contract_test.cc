@@ -270,6 +270,9 @@ static void caseInitConfig() {
     ncclGinPlugin_v11.finalize(ctx);
   }
   setEnv("GINBENCH_LOOPBACK_LOCAL_COPY", nullptr);
+  setEnv("GINBENCH_LOOPBACK_SIGNAL_READBACK", "sometimes");
+  CHECK_ERR(ncclGinPlugin_v11.init(&ctx, 1, nullptr), "GINBENCH_LOOPBACK_SIGNAL_READBACK=sometimes");
+  setEnv("GINBENCH_LOOPBACK_SIGNAL_READBACK", nullptr);
   configure(nullptr, nullptr);
 }
 
@@ -489,13 +492,16 @@ static void caseBrokenModeIsCaught() {
 // Signal words are written from a host shadow: a reset by the owner (no op in flight) is picked
 // up; with NCCL_NET_MR_FLAG_SIGNAL_NEVER_RESET the shadow is trusted instead.
 static void caseSignalShadow() {
-  configure(nullptr, nullptr);
-  for (bool neverReset : {false, true}) {
+  for (int mode = 0; mode < 3; mode++) {
+    // 0: read back (default); 1: NEVER_RESET flag on the window; 2: SIGNAL_READBACK=never.
+    bool neverReset = mode > 0;
+    setEnv("GINBENCH_LOOPBACK_SIGNAL_READBACK", mode == 2 ? "never" : nullptr);
+    configure(nullptr, nullptr);
     Handles h(1);
     Barrier b(1);
     void* comm = connectRank(false, 0, 1, h, b);
     uint64_t words[2] = {0, 0};
-    void* sh = reg(false, comm, words, sizeof words, neverReset ? kMrFlagSignalNeverReset : 0);
+    void* sh = reg(false, comm, words, sizeof words, mode == 1 ? kMrFlagSignalNeverReset : 0);
     void* req = nullptr;
     CHECK_OK(ncclGinPlugin_v11.iputSignal(comm, 0, nullptr, 0, 0, nullptr, 0, 8, sh, 0, kSignalOpInc, &req));
     waitDone(false, comm, req);
@@ -504,11 +510,13 @@ static void caseSignalShadow() {
     CHECK_OK(ncclGinPlugin_v11.iputSignal(comm, 0, nullptr, 0, 0, nullptr, 0, 8, sh, 7, kSignalOpAdd, &req));
     waitDone(false, comm, req);
     uint64_t expect = neverReset ? 8 : 107;
-    CHECK(words[1] == expect, "neverReset=%d: after the owner's write, ADD 7 gave %lu (expected %lu)", neverReset,
+    CHECK(words[1] == expect, "mode %d: after the owner's write, ADD 7 gave %lu (expected %lu)", mode,
           static_cast<unsigned long>(words[1]), static_cast<unsigned long>(expect));
     CHECK(words[0] == 0, "neighbouring word touched");
     CHECK_OK(ncclGinPlugin_v11.closeColl(comm));  // closing releases the registration too
   }
+  setEnv("GINBENCH_LOOPBACK_SIGNAL_READBACK", nullptr);
+  configure(nullptr, nullptr);
 }
 
 // Any number of windows, registered collectively, deregistered in any order, then more.

@@ -520,7 +520,9 @@ Result test(void* collComm, void* request, int* done) {
   }
   if (Result r = progressHeld(c); r != kSuccess) return noteError(c, r);
   if (req->heldChunks > 0) return kSuccess;
-  for (const Part& p : req->parts) {
+  for (; req->partsDone < req->parts.size(); req->partsDone++) {
+    const Part& p = req->parts[req->partsDone];
+    if (p.timeline->completedHint.load(std::memory_order_acquire) >= p.ticket) continue;
     uint64_t completed = 0;
     if (Result r = pollPart(p, &completed); r != kSuccess) return noteError(c, r);
     if (completed < p.ticket) return kSuccess;

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <atomic>
 #include <memory>
 
 #include "abi_common.h"
@@ -24,6 +25,9 @@ struct Timeline {
   Mover* const mover;
   const int device;     // CUDA device the work runs on; -1 for the host
   uint64_t issued = 0;  // last ticket handed out
+  // Highest ticket poll() has seen complete; readable without the timeline's lock, so test()
+  // can skip a driver call for work already known to be done.
+  std::atomic<uint64_t> completedHint{0};
 };
 
 class Mover {

@@ -198,6 +198,7 @@ class CudaMover final : public Mover {
       t.inflight.pop_front();
     }
     *completed = t.completed;
+    t.completedHint.store(t.completed, std::memory_order_release);
     return kSuccess;
   }
 

@@ -105,6 +105,7 @@ struct Part {  // one piece of a request: complete once `timeline` reaches `tick
 struct Request {
   CollComm* owner = nullptr;
   std::vector<Part> parts;
+  size_t partsDone = 0;  // parts[0, partsDone) are known complete
   int heldChunks = 0;   // chaos: chunks not issued yet
   int lateReports = 0;  // chaos: "not done" answers left after completion
 };

@@ -23,6 +23,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
+#[path = "src/plugins/loopback/build_support.rs"]
+mod loopback_build;
+
 fn fail(msg: &str) -> ! {
     eprintln!("\nginbench build: {msg}\n  fix: run `source ci/env` (or set CUDA_HOME / NCCL_HOME / MPICC), then build again\n");
     std::process::exit(1);
@@ -172,11 +175,28 @@ fn main() {
     initializers(&inputs);
     nvtx(&inputs.cuda);
     mpi_shim(&inputs);
+    loopback_plugin(&inputs.cuda, &inputs.out);
 
     cache::prune(&inputs.cache, 64);
     let steps = inputs.steps.into_inner().unwrap().join("\n");
     fs::write(inputs.out.join("build-steps.txt"), steps + "\n")
         .unwrap_or_else(|e| fail(&format!("build-steps.txt: {e}")));
+}
+
+/// The loopback GIN plugin (src/plugins/loopback) and its CPU contract tests; the plugin is also
+/// copied beside the binaries (`target/<profile>/`), where `--gin-backend loopback` looks first,
+/// so a copied set of binaries carries it along.
+fn loopback_plugin(cuda: &Path, out: &Path) {
+    let lib = loopback_build::build(cuda, out);
+    loopback_build::build_contract_test(out);
+    // OUT_DIR is <target>/<profile>/build/ginbench-<hash>/out.
+    if let Some(profile_dir) = out.ancestors().nth(3) {
+        let beside = profile_dir.join(lib.file_name().unwrap());
+        let tmp = beside.with_extension("so.tmp");
+        fs::copy(&lib, &tmp)
+            .and_then(|_| fs::rename(&tmp, &beside))
+            .unwrap_or_else(|e| fail(&format!("copying the loopback plugin to {}: {e}", beside.display())));
+    }
 }
 
 fn bindings(inp: &Inputs) {

@@ -78,10 +78,19 @@ pub fn select(
     let version = plugin_version(&path)?;
     // NCCL_GIN_TYPE 2 is PROXY, the kind the plugin is; pinning it also names it in the results
     // (NCCL 2.28 cannot be asked which GIN type it chose).
+    // NCCL_NET_PLUGIN_REF_COUNT=1: NCCL 2.28.9 unloads an external net plugin (and forgets its
+    // name) when the last communicator using it is destroyed, so every later communicator
+    // (ginbench's GIN probe comes first) would fall back to the socket net, without GIN.
     let mut vars = vec![
         ("NCCL_NET_PLUGIN".to_string(), path.display().to_string()),
         ("NCCL_GIN_TYPE".to_string(), "2".to_string()),
+        ("NCCL_NET_PLUGIN_REF_COUNT".to_string(), "1".to_string()),
     ];
+    // ginbench's kernels never reset a GIN signal, so the plugin may trust its shadow of each
+    // signal instead of reading it back from the GPU before writing (3× fewer CUDA calls per op).
+    if std::env::var_os("GINBENCH_LOOPBACK_SIGNAL_READBACK").is_none() {
+        vars.push(("GINBENCH_LOOPBACK_SIGNAL_READBACK".into(), "never".into()));
+    }
     if let (Some(nodes), Some((rank, ranks))) = (emulate_nodes, launcher) {
         vars.push(("NCCL_HOSTID".into(), virtual_host_id(rank, ranks, nodes)));
         vars.push(("NCCL_MNNVL_ENABLE".into(), "0".into()));
@@ -97,6 +106,13 @@ pub fn select(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_built_plugin_is_found_and_names_itself() {
+        let p = plugin_path().expect("the build leaves the plugin in the build tree");
+        assert!(p.ends_with(PLUGIN_FILE), "{}", p.display());
+        assert!(plugin_version(&p).unwrap().starts_with("ginbench-loopback "));
+    }
 
     #[test]
     fn virtual_nodes_are_consecutive_ranks() {

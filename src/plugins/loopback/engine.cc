@@ -1,0 +1,590 @@
+// The data path: puts, puts with a signal, signal-only, inline puts, gets, flushes, completion.
+//
+// Ordering. GIN (2.28.9) makes every signal strong: once a signal is visible, every earlier put
+// and signal of the same context to the same peer is visible. Each (context, peer) is a Lane with
+// one timeline (a CUDA stream of the sending GPU): a put's copy goes on it, and the signal write
+// that follows is ordered after everything issued on that lane so far. Unsignalled puts carry no
+// ordering promise, which is where chaos (chaos.h) is free to hold, split and shuffle them; a
+// signal first releases every held piece of its lane.
+//
+// Signals. A GIN signal is an 8-byte word in the destination's device memory that a GPU kernel
+// polls, and the operation is an atomic add. The plugin must not launch a kernel to add (a GIN
+// kernel may hold every SM while it spins on that very signal: deadlock), and stream memory
+// operations can only write. So the plugin adds on the host: every signal op of a connection
+// passes through it, it keeps a shadow of each word's value, and writes shadow+delta with
+// cuStreamWriteValue64. This is exact as long as all updates go through the plugin, which GIN
+// requires of signals, with one exception: the owner may reset a signal from the device while no
+// signal op to it is in flight. Hence: when no write to the word is pending, the shadow is
+// re-read from the device first (a copy-engine read on a stream of its own), which picks up any
+// reset; while writes are pending, GIN forbids resets, so the shadow is current. Windows
+// registered with NCCL_NET_MR_FLAG_SIGNAL_NEVER_RESET (NCCL >= 2.30) are read once only, as are
+// all words with GINBENCH_LOOPBACK_SIGNAL_READBACK=never (a read-back costs tens of microseconds
+// per op; programs that never reset signals can skip it).
+// Writers to one word may be different ranks on different GPUs: they all write through one
+// timeline per destination rank (a SignalDomain), in shadow order, after a cross-stream wait on
+// their own lane, so the word only moves forward and never shows a value before its puts.
+//
+// Completion. An op is complete (test() says done) when its copy and its signal write have both
+// executed. That covers GIN's local completion (NCCL then bumps the op's counter and may reuse the
+// source, e.g. the inline slot) and remote visibility.
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "engine.h"
+#include "internal.h"
+#include "log.h"
+#include "objects.h"
+#include "stats.h"
+
+namespace gbl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+CollComm* liveComm(void* p, const char* what) {
+  if (!isLive(p, Kind::Coll)) {
+    fail(kInvalidArgument, "%s: %p is not an open GIN/RMA connection (collComm)", what, p);
+    return nullptr;
+  }
+  return static_cast<CollComm*>(p);
+}
+
+// Remembers the first data-path failure for queryLastError and passes it on.
+Result noteError(CollComm& c, Result r) {
+  if (r != kSuccess && c.error == kSuccess) c.error = r;
+  return r;
+}
+
+// The window `mh` (one of this rank's registrations) on `rank`, at [off, off+bytes).
+Result window(CollComm& c, void* mh, int rank, uint64_t off, size_t bytes, const char* what, const RegEntry** entry,
+              char** addr) {
+  MemHandle* h = static_cast<MemHandle*>(mh);
+  if (c.handles.find(h) == c.handles.end()) {
+    return fail(kInvalidArgument, "%s: %p is not a window registered on this connection", what, mh);
+  }
+  const RegEntry& e = h->reg->entries[rank];
+  if (e.deregistered) return fail(kInvalidArgument, "%s: rank %d has deregistered that window", what, rank);
+  if (off > e.size || bytes > e.size - off) {
+    return fail(kInvalidArgument, "%s: [%lu, +%zu) is outside rank %d's window of %zu bytes", what,
+                static_cast<unsigned long>(off), bytes, rank, e.size);
+  }
+  *entry = &e;
+  *addr = e.base + off;
+  return kSuccess;
+}
+
+Lane* laneOf(CollComm& c, int context, uint32_t peer, const char* what) {
+  if (context < 0 || context >= c.nContexts) {
+    fail(kInvalidArgument, "%s: context %d, the connection has %d", what, context, c.nContexts);
+    return nullptr;
+  }
+  if (peer >= static_cast<uint32_t>(c.nranks)) {
+    fail(kInvalidArgument, "%s: rank %u of %d ranks", what, peer, c.nranks);
+    return nullptr;
+  }
+  return &c.lanes[static_cast<size_t>(context) * c.nranks + peer];
+}
+
+// The GPU that copies into this rank's own memory (puts and gets to self): a same-device copy
+// would run on the SMs, so by default another GPU of the group (which has access to every
+// window) does it with its copy engine. -1: none (one GPU; the copy bounces through the host).
+int helperDevice(const CollComm& c, int own) {
+  if (c.config.localCopy == LocalCopy::Host || c.config.localCopy == LocalCopy::Direct) return -1;
+  Group& g = *c.group;
+  std::lock_guard<std::mutex> glock(g.mutex);
+  for (int i = 1; i < g.nranks; i++) {
+    const CollComm* m = g.members[(c.rank + i) % g.nranks];
+    int d = m != nullptr ? m->device.load() : -1;
+    if (d >= 0 && d != own) return d;
+  }
+  return -1;
+}
+
+// The lane's timeline, on the device mover when device memory is involved. A lane starts on
+// the host mover and moves to a device stream at its first device op; host ops are complete
+// when issued, so nothing is lost in the switch. Lanes to peers run on this rank's GPU (it
+// pushes); the lane to self runs on a helper GPU where there is one (helperDevice()).
+Result laneTimeline(CollComm& c, Lane& lane, const HeldChunk& piece, Timeline** out) {
+  bool device = piece.srcDevice >= 0 || piece.dstDevice >= 0;
+  if (lane.timeline && (!device || !lane.timeline->mover->synchronous())) {
+    *out = lane.timeline.get();
+    return kSuccess;
+  }
+  std::unique_ptr<Timeline> t;
+  if (device) {
+    Mover* m = nullptr;
+    if (Result r = cudaMover(&m); r != kSuccess) return r;
+    int own = c.device.load();
+    if (own < 0) own = piece.dstDevice >= 0 ? piece.dstDevice : piece.srcDevice;
+    int dev = own;
+    if (lane.peer == c.rank) {
+      int helper = helperDevice(c, own);
+      if (helper >= 0) dev = helper;
+    }
+    if (Result r = m->newTimeline(dev, &t); r != kSuccess) return r;
+  } else if (Result r = hostMover().newTimeline(-1, &t); r != kSuccess) {
+    return r;
+  }
+  if (lane.timeline) lane.retired.push_back(std::move(lane.timeline));
+  lane.timeline = std::move(t);
+  *out = lane.timeline.get();
+  return kSuccess;
+}
+
+void traceEvent(const CollComm& c, const Lane& lane, TraceEvent::Type type, uint64_t opSeq, unsigned chunk,
+                size_t bytes, const uint64_t* word, uint64_t value) {
+  trace(TraceEvent{type, &c, c.rank, lane.context, lane.peer, opSeq, chunk, bytes, word, value});
+}
+
+Result issueCopy(CollComm& c, Lane& lane, Request* req, const HeldChunk& piece) {
+  Timeline* t = nullptr;
+  if (Result r = laneTimeline(c, lane, piece, &t); r != kSuccess) return r;
+  // A GPU copying within its own memory: through the host unless told to use the SMs.
+  bool bounce = piece.srcDevice >= 0 && piece.srcDevice == piece.dstDevice && piece.srcDevice == t->device &&
+                c.config.localCopy != LocalCopy::Direct;
+  uint64_t ticket = 0;
+  if (Result r = t->mover->copy(*t, piece.dst, piece.src, piece.bytes, bounce, &ticket); r != kSuccess) return r;
+  req->parts.push_back(Part{t, ticket, nullptr});
+  if (t->mover->synchronous()) traceEvent(c, lane, TraceEvent::Data, piece.opSeq, piece.chunk, piece.bytes, nullptr, 0);
+  return kSuccess;
+}
+
+// Issues held pieces of `lane`: all of them (before a signal or a flush), or those whose hold ran
+// out. Issue order is shuffled: a later put may land first.
+Result releaseHeld(CollComm& c, Lane& lane, bool all) {
+  if (lane.held.empty()) return kSuccess;
+  std::vector<HeldChunk> now;
+  for (size_t i = 0; i < lane.held.size();) {
+    HeldChunk& h = lane.held[i];
+    if (all || h.pollsLeft <= 1) {
+      now.push_back(h);
+      lane.held[i] = lane.held.back();
+      lane.held.pop_back();
+    } else {
+      h.pollsLeft--;
+      i++;
+    }
+  }
+  for (size_t i = now.size(); i > 1; i--) std::swap(now[i - 1], now[c.rng.below(i)]);
+  for (const HeldChunk& h : now) {
+    h.req->heldChunks--;
+    if (Result r = issueCopy(c, lane, h.req, h); r != kSuccess) return r;
+  }
+  return kSuccess;
+}
+
+Result progressHeld(CollComm& c) {
+  if (!c.config.chaos) return kSuccess;
+  for (Lane& lane : c.lanes) {
+    if (Result r = releaseHeld(c, lane, false); r != kSuccess) return r;
+  }
+  return kSuccess;
+}
+
+// A put's (or get's) bytes on its lane: whole, or under chaos split into shuffled chunks of
+// which some may be held back (only when nothing on the lane has to follow them: `mayHold`).
+Result enqueueData(CollComm& c, Lane& lane, Request* req, char* dst, int dstDevice, const char* src, int srcDevice,
+                   size_t bytes, uint64_t opSeq, bool mayHold) {
+  if (bytes == 0) return kSuccess;
+  unsigned n = 1;
+  if (c.config.chaos && bytes >= c.chaos.minSplitBytes) n = 1 + static_cast<unsigned>(c.rng.below(c.chaos.maxChunks));
+  std::vector<unsigned> order(n);
+  for (unsigned i = 0; i < n; i++) order[i] = i;
+  if (c.config.chaos) {
+    for (size_t i = n; i > 1; i--) std::swap(order[i - 1], order[c.rng.below(i)]);
+  }
+  for (unsigned i : order) {
+    size_t lo = chunkStart(bytes, n, i), hi = chunkStart(bytes, n, i + 1);
+    HeldChunk piece{req, dst + lo, src + lo, hi - lo, dstDevice, srcDevice, 0, opSeq, i};
+    if (c.config.chaos && mayHold && c.rng.chance(c.chaos.holdPercent)) {
+      piece.pollsLeft = 1 + static_cast<unsigned>(c.rng.below(c.chaos.maxHoldPolls));
+      req->heldChunks++;
+      lane.held.push_back(piece);
+    } else if (Result r = issueCopy(c, lane, req, piece); r != kSuccess) {
+      return r;
+    }
+  }
+  return kSuccess;
+}
+
+// `waiter`'s later work starts after `source` reached `ticket`.
+Result orderAfter(Timeline& waiter, Timeline* source, uint64_t ticket, double timeoutSeconds) {
+  if (source == nullptr || ticket == 0 || source->mover->synchronous()) return kSuccess;  // host work is done
+  if (waiter.mover == source->mover) return waiter.mover->waitFor(waiter, *source, ticket);
+  // A host-memory signal word after device copies: wait for them here (rare: NCCL's signal
+  // words are device memory).
+  auto deadline = Clock::now() + std::chrono::duration<double>(timeoutSeconds);
+  for (;;) {
+    uint64_t done = 0;
+    if (Result r = source->mover->poll(*source, &done); r != kSuccess) return r;
+    if (done >= ticket) return kSuccess;
+    if (Clock::now() > deadline) return fail(kSystemError, "a put did not complete within %.0f s", timeoutSeconds);
+    sched_yield();
+  }
+}
+
+Result writeSignal(CollComm& c, Lane& lane, Request* req, const RegEntry& entry, const MemHandle* h,
+                   uint64_t signalOff, uint64_t* word, uint64_t delta, uint64_t opSeq, bool orderAfterLane) {
+  bool device = entry.type == kPtrCuda;
+  SignalDomain& d = c.group->domain(lane.peer, device);
+  std::lock_guard<std::mutex> lock(d.mutex);
+  if (!d.timeline) {
+    Mover* m = &hostMover();
+    if (device) {
+      if (Result r = cudaMover(&m); r != kSuccess) return r;
+    }
+    if (Result r = m->newTimeline(device ? entry.device : -1, &d.timeline); r != kSuccess) return r;
+  }
+  Timeline& t = *d.timeline;
+  if (orderAfterLane && lane.timeline) {
+    if (Result r = orderAfter(t, lane.timeline.get(), lane.timeline->issued, c.config.timeoutSeconds);
+        r != kSuccess) {
+      return r;
+    }
+  }
+  SignalShadow& s = d.shadows[{h->reg, signalOff}];
+  uint64_t completed = 0;
+  if (Result r = t.mover->poll(t, &completed); r != kSuccess) return r;
+  bool pending = s.known && s.lastTicket > completed;
+  bool neverReset = (entry.flags & kMrFlagSignalNeverReset) != 0 || !c.config.signalReadback;
+  if (!pending && !(s.known && neverReset)) {
+    StatsTimer timer(stats().readBacks, stats().readBackNs);
+    if (Result r = t.mover->readSignal(t.device, word, c.config.timeoutSeconds, &s.value); r != kSuccess) return r;
+    s.known = true;
+  }
+  if (statsEnabled()) stats().signals.fetch_add(1, std::memory_order_relaxed);
+  uint64_t value = s.value + delta;
+  uint64_t ticket = 0;
+  if (Result r = t.mover->writeSignal(t, word, value, &ticket); r != kSuccess) return r;
+  s.value = value;
+  s.lastTicket = ticket;
+  req->parts.push_back(Part{&t, ticket, &d.mutex});
+  if (t.mover->synchronous()) traceEvent(c, lane, TraceEvent::Signal, opSeq, 0, 0, word, value);
+  return kSuccess;
+}
+
+Request* newRequest(CollComm& c) {
+  Request* r = new Request;
+  r->owner = &c;
+  if (c.config.chaos && c.rng.chance(c.chaos.latePercent)) {
+    r->lateReports = 1 + static_cast<int>(c.rng.below(c.chaos.maxLatePolls));
+  }
+  c.requests.insert(r);
+  return r;
+}
+
+void dropRequest(CollComm& c, Request* r) {
+  // Pieces still held belong to a request being dropped (an op that failed half-way): forget
+  // them so they are never issued.
+  for (Lane& lane : c.lanes) {
+    lane.held.erase(std::remove_if(lane.held.begin(), lane.held.end(), [r](const HeldChunk& h) { return h.req == r; }),
+                    lane.held.end());
+  }
+  c.requests.erase(r);
+  delete r;
+}
+
+Result pollPart(const Part& p, uint64_t* completed) {
+  if (p.lock != nullptr) {
+    std::lock_guard<std::mutex> lock(*p.lock);
+    return p.timeline->mover->poll(*p.timeline, completed);
+  }
+  return p.timeline->mover->poll(*p.timeline, completed);
+}
+
+}  // namespace
+
+Result drainTimeline(Timeline& t, double timeoutSeconds, const char* what) {
+  auto deadline = Clock::now() + std::chrono::duration<double>(timeoutSeconds);
+  for (;;) {
+    uint64_t done = 0;
+    if (Result r = t.mover->poll(t, &done); r != kSuccess) return r;
+    if (done >= t.issued) return kSuccess;
+    if (Clock::now() > deadline) {
+      return fail(kSystemError, "%s did not complete within %.0f s at close (GPU hung?)", what, timeoutSeconds);
+    }
+    sched_yield();
+  }
+}
+
+Result instanceInit(void** ctx, uint64_t commId, DebugLogger logger) {
+  setLogger(logger);
+  if (ctx == nullptr) return fail(kInvalidArgument, "init: NULL context pointer");
+  Config config;
+  if (Result r = readConfig(&config); r != kSuccess) return r;
+  Config before = currentConfig();
+  setCurrentConfig(config);
+  if (config.chaos != before.chaos || config.chaosSeed != before.chaosSeed ||
+      config.breakSignalEarly != before.breakSignalEarly) {
+    if (config.chaos) info("chaos mode, seed %lu", static_cast<unsigned long>(config.chaosSeed));
+    if (config.breakSignalEarly) warn("GINBENCH_LOOPBACK_BREAK=signal-early: signals overtake their puts (test only)");
+  }
+  Instance* inst = new Instance;
+  inst->commId = commId;
+  track(inst, Kind::Instance);
+  *ctx = inst;
+  return kSuccess;
+}
+
+Result instanceFinalize(void* ctx) {
+  // NCCL finalizes with whatever init returned, and later communicators' GIN context is NULL.
+  if (ctx == nullptr) return kSuccess;
+  if (!isLive(ctx, Kind::Instance)) return fail(kInvalidArgument, "finalize: %p is not a live plugin context", ctx);
+  untrack(ctx);
+  delete static_cast<Instance*>(ctx);
+  return kSuccess;
+}
+
+Result createContexts(void* collComm, int nContexts, void** contextSet) {
+  CollComm* c = liveComm(collComm, "createContext");
+  if (c == nullptr) return kInvalidArgument;
+  if (contextSet == nullptr) return fail(kInvalidArgument, "createContext: NULL rmaCtx pointer");
+  if (nContexts < 1 || nContexts > 1024) return fail(kInvalidArgument, "createContext: %d contexts", nContexts);
+  std::lock_guard<std::mutex> lock(c->mutex);
+  if (c->contextSet != nullptr || c->nContexts != 0) {
+    return fail(kInvalidUsage, "createContext: this connection already has its contexts");
+  }
+  if (Result r = setContexts(*c, nContexts); r != kSuccess) return r;
+  ContextSet* s = new ContextSet;
+  s->comm = c;
+  c->contextSet = s;
+  track(s, Kind::ContextSet);
+  *contextSet = s;
+  return kSuccess;
+}
+
+void* commOfContextSet(void* contextSet) {
+  if (!isLive(contextSet, Kind::ContextSet)) {
+    fail(kInvalidArgument, "%p is not a live RMA context (rmaCtx)", contextSet);
+    return nullptr;
+  }
+  return static_cast<ContextSet*>(contextSet)->comm;
+}
+
+Result destroyContexts(void* contextSet) {
+  CollComm* c = static_cast<CollComm*>(commOfContextSet(contextSet));
+  if (c == nullptr) return kInvalidArgument;
+  untrack(contextSet);
+  {
+    std::lock_guard<std::mutex> lock(c->mutex);
+    c->contextSet = nullptr;
+  }
+  delete static_cast<ContextSet*>(contextSet);
+  return kSuccess;
+}
+
+Result put(void* collComm, const PutArgs& a, void** request) {
+  StatsTimer timer(stats().puts, stats().putNs);
+  CollComm* cp = liveComm(collComm, a.withSignal ? "iputSignal" : "iput");
+  if (cp == nullptr) return kInvalidArgument;
+  CollComm& c = *cp;
+  const char* what = a.withSignal ? "iputSignal" : "iput";
+  if (request == nullptr) return fail(kInvalidArgument, "%s: NULL request pointer", what);
+  *request = nullptr;
+  std::lock_guard<std::mutex> lock(c.mutex);
+  Lane* lane = laneOf(c, a.context, a.rank, what);
+  if (lane == nullptr) return noteError(c, kInvalidArgument);
+
+  const RegEntry* srcE = nullptr;
+  const RegEntry* dstE = nullptr;
+  char* src = nullptr;
+  char* dst = nullptr;
+  if (a.size > 0 || !a.withSignal) {
+    // Signal-only ops come with size 0 and NULL data handles; every other op names both windows.
+    if (Result r = window(c, a.srcMhandle, c.rank, a.srcOff, a.size, what, &srcE, &src); r != kSuccess) {
+      return noteError(c, r);
+    }
+    if (Result r = window(c, a.dstMhandle, static_cast<int>(a.rank), a.dstOff, a.size, what, &dstE, &dst);
+        r != kSuccess) {
+      return noteError(c, r);
+    }
+  }
+  const RegEntry* sigE = nullptr;
+  char* sig = nullptr;
+  uint64_t delta = 0;
+  if (a.withSignal) {
+    if (a.signalOp == kSignalOpInc) {
+      delta = 1;
+    } else if (a.signalOp == kSignalOpAdd) {
+      delta = a.signalValue;
+    } else {
+      return noteError(c, fail(kInvalidArgument, "%s: signal op %u is neither INC (1) nor ADD (2)", what, a.signalOp));
+    }
+    if (a.signalOff % sizeof(uint64_t) != 0) {
+      return noteError(c, fail(kInvalidArgument, "%s: signal offset %lu is not 8-byte aligned", what,
+                               static_cast<unsigned long>(a.signalOff)));
+    }
+    if (Result r = window(c, a.signalMhandle, static_cast<int>(a.rank), a.signalOff, sizeof(uint64_t), what, &sigE,
+                          &sig);
+        r != kSuccess) {
+      return noteError(c, r);
+    }
+  }
+
+  int srcDev = srcE != nullptr && srcE->type == kPtrCuda ? srcE->device : -1;
+  int dstDev = dstE != nullptr && dstE->type == kPtrCuda ? dstE->device : -1;
+  uint64_t opSeq = ++lane->opSeq;
+  Request* req = newRequest(c);
+  Result r = kSuccess;
+  if (!a.withSignal) {
+    r = enqueueData(c, *lane, req, dst, dstDev, src, srcDev, a.size, opSeq, /*mayHold=*/true);
+  } else if (c.config.breakSignalEarly) {
+    // Negative control: the signal goes first, unordered; its data follows.
+    r = writeSignal(c, *lane, req, *sigE, static_cast<MemHandle*>(a.signalMhandle), a.signalOff,
+                    reinterpret_cast<uint64_t*>(sig), delta, opSeq, /*orderAfterLane=*/false);
+    if (r == kSuccess) r = releaseHeld(c, *lane, true);
+    if (r == kSuccess) r = enqueueData(c, *lane, req, dst, dstDev, src, srcDev, a.size, opSeq, false);
+  } else {
+    // Everything earlier on the lane, then this op's data, then the signal.
+    r = releaseHeld(c, *lane, true);
+    if (r == kSuccess) r = enqueueData(c, *lane, req, dst, dstDev, src, srcDev, a.size, opSeq, false);
+    if (r == kSuccess) {
+      r = writeSignal(c, *lane, req, *sigE, static_cast<MemHandle*>(a.signalMhandle), a.signalOff,
+                      reinterpret_cast<uint64_t*>(sig), delta, opSeq, /*orderAfterLane=*/true);
+    }
+  }
+  if (r != kSuccess) {
+    dropRequest(c, req);
+    return noteError(c, r);
+  }
+  *request = req;
+  return kSuccess;
+}
+
+Result get(void* collComm, int context, uint64_t remoteOff, void* remoteMhandle, size_t size, uint64_t localOff,
+           void* localMhandle, uint32_t rank, void** request) {
+  StatsTimer timer(stats().puts, stats().putNs);
+  CollComm* cp = liveComm(collComm, "iget");
+  if (cp == nullptr) return kInvalidArgument;
+  CollComm& c = *cp;
+  if (request == nullptr) return fail(kInvalidArgument, "iget: NULL request pointer");
+  *request = nullptr;
+  std::lock_guard<std::mutex> lock(c.mutex);
+  Lane* lane = laneOf(c, context, rank, "iget");
+  if (lane == nullptr) return noteError(c, kInvalidArgument);
+  const RegEntry* remoteE = nullptr;
+  const RegEntry* localE = nullptr;
+  char* remote = nullptr;
+  char* local = nullptr;
+  if (Result r = window(c, remoteMhandle, static_cast<int>(rank), remoteOff, size, "iget", &remoteE, &remote);
+      r != kSuccess) {
+    return noteError(c, r);
+  }
+  if (Result r = window(c, localMhandle, c.rank, localOff, size, "iget", &localE, &local); r != kSuccess) {
+    return noteError(c, r);
+  }
+  int localDev = localE->type == kPtrCuda ? localE->device : -1;
+  int remoteDev = remoteE->type == kPtrCuda ? remoteE->device : -1;
+  Request* req = newRequest(c);
+  if (Result r = enqueueData(c, *lane, req, local, localDev, remote, remoteDev, size, ++lane->opSeq, true);
+      r != kSuccess) {
+    dropRequest(c, req);
+    return noteError(c, r);
+  }
+  *request = req;
+  return kSuccess;
+}
+
+Result flush(void* collComm, int context, uint32_t rank, void** request) {
+  CollComm* cp = liveComm(collComm, "iflush");
+  if (cp == nullptr) return kInvalidArgument;
+  CollComm& c = *cp;
+  if (request == nullptr) return fail(kInvalidArgument, "iflush: NULL request pointer");
+  *request = nullptr;
+  std::lock_guard<std::mutex> lock(c.mutex);
+  Lane* lane = laneOf(c, context, rank, "iflush");
+  if (lane == nullptr) return noteError(c, kInvalidArgument);
+  if (Result r = releaseHeld(c, *lane, true); r != kSuccess) return noteError(c, r);
+  Request* req = newRequest(c);
+  if (lane->timeline && lane->timeline->issued > 0) {
+    req->parts.push_back(Part{lane->timeline.get(), lane->timeline->issued, nullptr});
+  }
+  *request = req;
+  return kSuccess;
+}
+
+Result test(void* collComm, void* request, int* done) {
+  StatsTimer timer(stats().tests, stats().testNs);
+  CollComm* cp = liveComm(collComm, "test");
+  if (cp == nullptr) return kInvalidArgument;
+  CollComm& c = *cp;
+  if (done == nullptr) return fail(kInvalidArgument, "test: NULL done pointer");
+  *done = 0;
+  std::lock_guard<std::mutex> lock(c.mutex);
+  Request* req = static_cast<Request*>(request);
+  if (c.requests.find(req) == c.requests.end()) {
+    return noteError(c, fail(kInvalidArgument, "test: %p is not an outstanding request of this connection", request));
+  }
+  if (Result r = progressHeld(c); r != kSuccess) return noteError(c, r);
+  if (req->heldChunks > 0) return kSuccess;
+  for (; req->partsDone < req->parts.size(); req->partsDone++) {
+    const Part& p = req->parts[req->partsDone];
+    if (p.timeline->completedHint.load(std::memory_order_acquire) >= p.ticket) continue;
+    uint64_t completed = 0;
+    if (Result r = pollPart(p, &completed); r != kSuccess) return noteError(c, r);
+    if (completed < p.ticket) return kSuccess;
+  }
+  if (req->lateReports > 0) {
+    req->lateReports--;
+    return kSuccess;
+  }
+  c.requests.erase(req);
+  delete req;
+  *done = 1;
+  if (statsEnabled()) stats().testsDone.fetch_add(1, std::memory_order_relaxed);
+  return kSuccess;
+}
+
+Result progress(void* collComm) {
+  CollComm* cp = liveComm(collComm, "progress");
+  if (cp == nullptr) return kInvalidArgument;
+  std::lock_guard<std::mutex> lock(cp->mutex);
+  return noteError(*cp, progressHeld(*cp));
+}
+
+Result lastError(void* collComm, bool* hasError) {
+  CollComm* cp = liveComm(collComm, "queryLastError");
+  if (cp == nullptr) return kInvalidArgument;
+  if (hasError == nullptr) return fail(kInvalidArgument, "queryLastError: NULL result pointer");
+  std::lock_guard<std::mutex> lock(cp->mutex);
+  *hasError = cp->error != kSuccess;
+  return kSuccess;
+}
+
+Result closeColl(void* collComm) {
+  CollComm* cp = liveComm(collComm, "closeColl");
+  if (cp == nullptr) return kInvalidArgument;
+  untrack(cp);  // no new calls from here on
+  CollComm& c = *cp;
+  Result result = kSuccess;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    for (Lane& lane : c.lanes) {
+      if (Result r = releaseHeld(c, lane, true); r != kSuccess && result == kSuccess) result = r;
+      if (lane.timeline) {
+        if (Result r = drainTimeline(*lane.timeline, c.config.timeoutSeconds, "puts");
+            r != kSuccess && result == kSuccess) {
+          result = r;
+        }
+      }
+    }
+    for (Request* r : c.requests) delete r;
+    c.requests.clear();
+    for (MemHandle* h : c.handles) releaseHandle(c, h);
+    c.handles.clear();
+    if (c.contextSet != nullptr) {
+      untrack(c.contextSet);
+      delete static_cast<ContextSet*>(c.contextSet);
+      c.contextSet = nullptr;
+    }
+  }
+  if (c.rank == 0) printStats("close of a rank-0 connection");
+  leaveGroup(c);
+  delete cp;
+  return result;
+}
+
+}  // namespace gbl

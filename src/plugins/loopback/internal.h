@@ -1,0 +1,16 @@
+// Helpers shared between registry.cc and engine.cc (not part of any exported interface).
+#pragma once
+
+#include "objects.h"
+
+namespace gbl {
+
+Result setContexts(CollComm& c, int nContexts);
+// Drops one rank's handle on a registration (freeing it when no rank holds it any more).
+void releaseHandle(CollComm& c, MemHandle* h);
+// Takes the rank out of its Group; the last one out drains and frees the Group.
+void leaveGroup(CollComm& c);
+// Waits (bounded) until everything issued on `t` has completed.
+Result drainTimeline(Timeline& t, double timeoutSeconds, const char* what);
+
+}  // namespace gbl

@@ -194,3 +194,31 @@ fn exit_codes_of_the_command() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("CANDIDATE"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn loader_accepts_a_byte_order_mark() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/run.json")).unwrap();
+    let with_bom = format!("\u{feff}{doc}");
+    assert_eq!(json::parse(&with_bom).unwrap(), json::parse(&doc).unwrap());
+    // and through the command: a file saved by an editor that writes a BOM still compares
+    let dir = std::env::temp_dir().join(format!("ginbench-bom-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("bom.json");
+    std::fs::write(&p, with_bom).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_ginbench")).arg("compare").args([&p, &p]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn no_subcommand_is_bad_input() {
+    let o = Command::new(env!("CARGO_BIN_EXE_ginbench")).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("Usage: ginbench <COMMAND>"), "{e}");
+    assert!(o.stdout.is_empty(), "usage goes to stderr");
+    // asking for help is still a success, on stdout
+    let o = Command::new(env!("CARGO_BIN_EXE_ginbench")).arg("--help").output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("Usage: ginbench <COMMAND>"));
+}

@@ -132,9 +132,14 @@ fn run_report(runs: &[PathBuf], labels: &[String], out: &Path) -> i32 {
 fn main() {
     let cli = Cli::try_parse().unwrap_or_else(|e| {
         use clap::error::ErrorKind::*;
-        if matches!(e.kind(), DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand) {
+        if matches!(e.kind(), DisplayHelp | DisplayVersion) {
             let _ = e.print();
             std::process::exit(0);
+        }
+        if e.kind() == DisplayHelpOnMissingArgumentOrSubcommand {
+            // No subcommand: nothing was asked for, so this is bad input, not a success.
+            eprint!("{}", e.render());
+            std::process::exit(2);
         }
         eprintln!("{PROG}: error: {} (fix: see ginbench --help)", ginbench::error::clap_one_line(&e));
         std::process::exit(bad_input_exit())

@@ -26,7 +26,9 @@ enum Cmd {
     /// other and reports its rank, host and local rank. No GPU needed.
     MpiCheck,
     /// Regression gate: compare a candidate results file with a baseline. Exit 0 pass,
-    /// 1 regression (or a row missing, newly skipped / failed, wrong data), 2 bad input.
+    /// 1 regression (or a row missing, newly skipped / failed, wrong data), 2 bad input
+    /// (unreadable or foreign files, NaN / infinite / zero / negative times or bandwidths, a
+    /// baseline with no ok row, or nothing compared).
     Compare {
         baseline: PathBuf,
         candidate: PathBuf,
@@ -64,9 +66,13 @@ fn bad_input_exit() -> i32 {
     }
 }
 
+/// Read a results file and refuse impossible values (NaN, infinite, zero or negative times and
+/// bandwidths); errors name the file.
 fn load(path: &Path) -> Result<ginbench::report::schema::Run, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    json::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    let run = json::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    compare::check_values(&run).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(run)
 }
 
 fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path>, junit: Option<&Path>) -> i32 {
@@ -82,6 +88,9 @@ fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path
         (Ok(b), Ok(c)) => (b, c),
         (Err(e), _) | (_, Err(e)) => return bad(e),
     };
+    if let Err(e) = compare::check_baseline(&b) {
+        return bad(format!("{}: {e}", base.display()));
+    }
     let outcome = match compare::compare(&b, &c, threshold) {
         Ok(o) => o,
         Err(e) => return bad(e),

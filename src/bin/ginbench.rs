@@ -113,7 +113,10 @@ fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path
 fn run_report(runs: &[PathBuf], labels: &[String], out: &Path) -> i32 {
     let mut labeled = vec![];
     for (i, p) in runs.iter().enumerate() {
-        match load(p) {
+        let loaded = load(p).and_then(|run| {
+            sidebyside::check_plottable(&run).map(|()| run).map_err(|e| format!("{}: {e}", p.display()))
+        });
+        match loaded {
             Ok(run) => labeled.push(sidebyside::Labeled {
                 label: labels.get(i).cloned().unwrap_or_else(|| {
                     p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| format!("run{i}"))

@@ -82,7 +82,9 @@ pub fn parse_threshold(s: &str) -> Result<f64, String> {
     }
 }
 
-fn key(benchmark: &str, r: &Row) -> String {
+/// The key a row is matched on, e.g. `alltoall nvl 1048576 float out-of-place`; also how errors
+/// name a row.
+pub fn key(benchmark: &str, r: &Row) -> String {
     let mut k = format!("{benchmark} {} {} {} {}", r.impl_name, r.size_bytes, r.dtype, r.placement);
     for e in [&r.mode, &r.phase].into_iter().flatten() {
         k += &format!(" {e}");

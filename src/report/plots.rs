@@ -17,6 +17,17 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
+/// The smallest and largest value a plot takes: an axis needs headroom around its data (margins,
+/// whole decades on a log axis), and values near the ends of f64 leave none, so that the axis
+/// computation overflows to infinity or underflows to zero.
+pub const PLOT_MIN: f64 = 1e-300;
+pub const PLOT_MAX: f64 = 1e300;
+
+/// Whether `v` can be drawn: zero (left out of the plot) or finite within PLOT_MIN..=PLOT_MAX.
+pub fn plottable(v: f64) -> bool {
+    v == 0.0 || (PLOT_MIN..=PLOT_MAX).contains(&v)
+}
+
 /// A chart against bytes per rank on a log axis (ticks at powers of two); `log_y` for times
 /// (when they span more than a decade or so).
 /// Returns false when there is nothing to plot.
@@ -33,9 +44,24 @@ pub fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series], log
     if pts.is_empty() {
         return Ok(false);
     }
+    let err = |e: &dyn std::fmt::Display| format!("plotting {}: {e}", path.display());
+    if let Some(p) = pts.iter().find(|p| !(plottable(p.0.exp2()) && plottable(p.1))) {
+        return Err(err(&format_args!(
+            "({}, {}) cannot be plotted: a plot axis holds values from {PLOT_MIN:e} to {PLOT_MAX:e}",
+            p.0.exp2(),
+            p.1
+        )));
+    }
     let (xmin, xmax) = pts.iter().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
     let (ymin, ymax) = pts.iter().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
-    let err = |e: &dyn std::fmt::Display| format!("plotting {}: {e}", path.display());
+    // A log axis labels only whole decades: use it only when the data spans several.
+    let log_y = log_y && ymax / ymin > 30.0;
+    let (ylo, yhi) = if log_y { (ymin / 1.5, ymax * 1.5) } else { (0.0, ymax * 1.1) };
+    // Guaranteed by the bounds above; checked again because an infinite or empty range makes the
+    // axis computation loop forever.
+    if !(ylo.is_finite() && yhi.is_finite() && yhi > ylo && (!log_y || ylo > 0.0)) {
+        return Err(err(&format_args!("y axis {ylo}..{yhi} cannot be plotted")));
+    }
     let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let mut b = ChartBuilder::on(&root);
@@ -70,11 +96,10 @@ pub fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series], log
                 .map_err(|e| err(&e))?;
         }};
     }
-    // A log axis labels only whole decades: use it only when the data spans several.
-    if log_y && ymax / ymin > 30.0 {
-        draw!(b.build_cartesian_2d(xr, (ymin / 1.5..ymax * 1.5).log_scale()));
+    if log_y {
+        draw!(b.build_cartesian_2d(xr, (ylo..yhi).log_scale()));
     } else {
-        draw!(b.build_cartesian_2d(xr, 0.0..ymax * 1.1));
+        draw!(b.build_cartesian_2d(xr, ylo..yhi));
     }
     root.present().map_err(|e| err(&e))?;
     Ok(true)

@@ -31,12 +31,35 @@ fn stats(run: &Run) -> Stats {
     }
     acc.into_iter()
         .map(|(k, rows)| {
-            let n = rows.len() as f64;
-            let t = rows.iter().filter_map(|r| r.time_us).sum::<f64>() / n;
-            let bw: Vec<f64> = rows.iter().filter_map(|r| r.busbw_gbps).collect();
-            (k, (t, (!bw.is_empty()).then(|| bw.iter().sum::<f64>() / bw.len() as f64)))
+            let t = mean(rows.iter().filter_map(|r| r.time_us)).unwrap_or(0.0);
+            (k, (t, mean(rows.iter().filter_map(|r| r.busbw_gbps))))
         })
         .collect()
+}
+
+/// Mean of finite values, summed as v/n so that it cannot overflow; None when empty.
+fn mean(v: impl Iterator<Item = f64> + Clone) -> Option<f64> {
+    let n = v.clone().count();
+    (n > 0).then(|| v.map(|x| x / n as f64).sum())
+}
+
+/// Every value a report plots (time, busbw, bw of ok rows) must fit a plot axis; the error names
+/// the row and the field.
+pub fn check_plottable(run: &Run) -> Result<(), String> {
+    for r in run.rows.iter().filter(|r| r.status == "ok") {
+        for (field, v) in [("time_us", r.time_us), ("busbw_gbps", r.busbw_gbps), ("bw_gbps", r.bw_gbps)] {
+            if let Some(v) = v.filter(|v| !plots::plottable(*v)) {
+                return Err(format!(
+                    "row '{}' (cycle {}): {field} {v:e} cannot be plotted: a plot axis holds values from {:e} to {:e}",
+                    super::compare::key(&run.benchmark, r),
+                    r.cycle,
+                    plots::PLOT_MIN,
+                    plots::PLOT_MAX
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn env_table(runs: &[Labeled]) -> Table {
@@ -78,7 +101,9 @@ fn env_table(runs: &[Labeled]) -> Table {
 }
 
 fn num(v: f64) -> String {
-    if v >= 100.0 {
+    if v >= 1e7 {
+        format!("{v:.3e}")
+    } else if v >= 100.0 {
         format!("{v:.1}")
     } else {
         format!("{v:.2}")
@@ -235,6 +260,11 @@ pub fn write(runs: &[Labeled], dir: &Path) -> Result<(), String> {
             "{} is a '{}' run, {} a '{}' run",
             l.label, l.run.benchmark, runs[0].label, runs[0].run.benchmark
         ));
+    }
+    for l in runs {
+        super::compare::check_values(&l.run)
+            .and_then(|()| check_plottable(&l.run))
+            .map_err(|e| format!("{}: {e}", l.label))?;
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let doc = build(runs, dir)?;

@@ -40,3 +40,21 @@ pub fn run(rows: Vec<Row>) -> Run {
         summary: None,
     }
 }
+
+/// Run `bin args` and wait at most `limit`; a process still running then is killed and the test
+/// fails (a hang is a defect, not a slow pass).
+#[allow(dead_code)]
+pub fn output_within(bin: &str, args: &[&std::ffi::OsStr], limit: std::time::Duration) -> std::process::Output {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(bin).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{bin} {args:?} still ran after {limit:?}: killed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}

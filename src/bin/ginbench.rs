@@ -51,7 +51,8 @@ enum Cmd {
         /// Output folder (report.md, report.html, *.svg)
         #[arg(short = 'o', long = "output", default_value = "report")]
         output: PathBuf,
-        /// Name of each run, in order (default: the file name)
+        /// Name of each run, in order (default: the file name without .json; where two runs'
+        /// names collide, the folders that tell them apart, e.g. h200x2/ll and h200x4/ll)
         #[arg(long = "label")]
         labels: Vec<String>,
     },
@@ -111,18 +112,21 @@ fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path
 }
 
 fn run_report(runs: &[PathBuf], labels: &[String], out: &Path) -> i32 {
+    if labels.len() > runs.len() {
+        eprintln!("{PROG}: error: {} --label given for {} runs (one per run, in order)", labels.len(), runs.len());
+        return 2;
+    }
+    // Given labels first, then the files' distinguishing names; never two runs with one label.
+    let mut names: Vec<String> = sidebyside::default_labels(runs);
+    names[..labels.len()].clone_from_slice(labels);
+    sidebyside::distinct(&mut names);
     let mut labeled = vec![];
-    for (i, p) in runs.iter().enumerate() {
+    for (p, label) in runs.iter().zip(names) {
         let loaded = load(p).and_then(|run| {
             sidebyside::check_plottable(&run).map(|()| run).map_err(|e| format!("{}: {e}", p.display()))
         });
         match loaded {
-            Ok(run) => labeled.push(sidebyside::Labeled {
-                label: labels.get(i).cloned().unwrap_or_else(|| {
-                    p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| format!("run{i}"))
-                }),
-                run,
-            }),
+            Ok(run) => labeled.push(sidebyside::Labeled { label, run }),
             Err(e) => {
                 eprintln!("{PROG}: error: {e}");
                 return 2;

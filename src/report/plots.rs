@@ -1,4 +1,5 @@
-//! SVG plots for `ginbench report`: one chart per implementation, one line per run.
+//! SVG plots for `ginbench report`: one chart per implementation (alltoall) or per EP section,
+//! one line per run (and phase).
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -28,11 +29,45 @@ pub fn plottable(v: f64) -> bool {
     v == 0.0 || (PLOT_MIN..=PLOT_MAX).contains(&v)
 }
 
-/// A chart against bytes per rank on a log axis (ticks at powers of two); `log_y` for times
-/// (when they span more than a decade or so).
+/// What the x axis counts; it is drawn on a log2 scale either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XAxis {
+    /// Bytes per rank (alltoall): ticks as 8, 64K, 2G.
+    Bytes,
+    /// Tokens per rank (EP): ticks as plain numbers.
+    Tokens,
+}
+
+impl XAxis {
+    fn desc(self) -> &'static str {
+        match self {
+            XAxis::Bytes => "bytes per rank",
+            XAxis::Tokens => "tokens per rank",
+        }
+    }
+
+    fn tick(self, v: f64) -> String {
+        match self {
+            XAxis::Bytes => human_bytes(v),
+            // the axis starts half a step below 1 token: no tick label there
+            XAxis::Tokens if v < 1.0 => String::new(),
+            XAxis::Tokens => format!("{v:.0}"),
+        }
+    }
+}
+
+/// A chart against `x` on a log axis (ticks at powers of two); `log_y` for times (when they span
+/// more than a decade or so).
 /// Returns false when there is nothing to plot.
-pub fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series], log_y: bool) -> Result<bool, String> {
-    // x is plotted as log2(bytes) on a linear axis, so ticks land on powers of two.
+pub fn line_chart(
+    path: &Path,
+    title: &str,
+    x: XAxis,
+    y_desc: &str,
+    series: &[Series],
+    log_y: bool,
+) -> Result<bool, String> {
+    // x is plotted as log2(x) on a linear axis, so ticks land on powers of two.
     let series: Vec<Series> = series
         .iter()
         .map(|s| Series {
@@ -72,9 +107,9 @@ pub fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series], log
             let mut chart = $chart.map_err(|e| err(&e))?;
             chart
                 .configure_mesh()
-                .x_desc("bytes per rank")
+                .x_desc(x.desc())
                 .y_desc(y_desc)
-                .x_label_formatter(&|v| human_bytes(2f64.powf(v.round())))
+                .x_label_formatter(&|v| x.tick(2f64.powf(v.round())))
                 .draw()
                 .map_err(|e| err(&e))?;
             for (i, s) in series.iter().enumerate() {

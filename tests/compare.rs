@@ -7,6 +7,21 @@ use std::process::Command;
 mod common;
 use common::{row, run};
 
+/// `r` as a row that did not run: `status` (skipped | failed), `reason`, no measurements.
+fn not_run(r: Row, status: &str, reason: &str) -> Row {
+    Row {
+        status: status.into(),
+        reason: (!reason.is_empty()).then(|| reason.into()),
+        time_us: None,
+        p50_us: None,
+        p99_us: None,
+        algbw_gbps: None,
+        busbw_gbps: None,
+        wrong: None,
+        ..r
+    }
+}
+
 fn verdict(o: &compare::Outcome, key_part: &str) -> Verdict {
     o.findings.iter().find(|f| f.key.contains(key_part)).unwrap_or_else(|| panic!("no {key_part}")).verdict
 }
@@ -60,15 +75,10 @@ fn fails_closed() {
         row("host", 1 << 20, 20.0, 20.0, 0),
         row("auto", 1 << 20, 5.0, 5.0, 0),
     ]);
-    let mut skipped = row("host", 1 << 20, 0.0, 0.0, 0);
-    skipped.status = "skipped".into();
-    skipped.time_us = None;
-    skipped.reason = Some("GIN unavailable".into());
+    let skipped = not_run(row("host", 1 << 20, 1.0, 1.0, 0), "skipped", "GIN unavailable");
     let mut wrong = row("auto", 1 << 20, 5.0, 5.0, 0);
     wrong.wrong = Some(3);
-    let mut new_skipped = row("gin", 1 << 20, 0.0, 0.0, 0);
-    new_skipped.status = "skipped".into();
-    new_skipped.time_us = None;
+    let new_skipped = not_run(row("gin", 1 << 20, 1.0, 1.0, 0), "skipped", "");
     let c = run(vec![skipped, wrong, row("nvl-ll", 1 << 20, 3.0, 3.0, 0), new_skipped]);
     let o = compare::compare(&b, &c, 0.05).unwrap();
     assert!(!o.passed);
@@ -192,5 +202,163 @@ fn exit_codes_of_the_command() {
     let o = Command::new(gb).args(["compare", "only-one.json"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("CANDIDATE"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn loader_accepts_a_byte_order_mark() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/run.json")).unwrap();
+    let with_bom = format!("\u{feff}{doc}");
+    assert_eq!(json::parse(&with_bom).unwrap(), json::parse(&doc).unwrap());
+    // and through the command: a file saved by an editor that writes a BOM still compares
+    let dir = std::env::temp_dir().join(format!("ginbench-bom-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("bom.json");
+    std::fs::write(&p, with_bom).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_ginbench")).arg("compare").args([&p, &p]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn no_subcommand_is_bad_input() {
+    let o = Command::new(env!("CARGO_BIN_EXE_ginbench")).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("Usage: ginbench <COMMAND>"), "{e}");
+    assert!(o.stdout.is_empty(), "usage goes to stderr");
+    // asking for help is still a success, on stdout
+    let o = Command::new(env!("CARGO_BIN_EXE_ginbench")).arg("--help").output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("Usage: ginbench <COMMAND>"));
+}
+
+#[test]
+fn a_gate_that_compares_nothing_does_not_pass() {
+    let c = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0)]);
+    let e = compare::compare(&run(vec![]), &c, 0.05).unwrap_err();
+    assert!(e.contains("baseline has no rows"), "{e}");
+    let all_failed = run(vec![
+        not_run(row("nvl", 1 << 20, 1.0, 1.0, 0), "failed", "timeout"),
+        not_run(row("host", 1 << 20, 1.0, 1.0, 0), "failed", "x"),
+    ]);
+    let e = compare::compare(&all_failed, &c, 0.05).unwrap_err();
+    assert!(e.contains("no ok row"), "{e}");
+    // ok rows, but none that can be timed against the candidate: zero bytes only
+    let zero = run(vec![row("nvl", 0, 3.0, 3.0, 0)]);
+    let e = compare::compare(&zero, &zero.clone(), 0.05).unwrap_err();
+    assert!(e.contains("compared no row"), "{e}");
+    // nothing compared but a baseline row missing: that is a failure, not bad input
+    let o = compare::compare(
+        &run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0)]),
+        &run(vec![row("host", 1 << 20, 1.0, 1.0, 0)]),
+        0.05,
+    )
+    .unwrap();
+    assert!(!o.passed);
+}
+
+#[test]
+fn impossible_values_are_bad_input() {
+    let good = row("nvl", 1 << 20, 10.0, 11.0, 0);
+    type Spoil = fn(&mut Row);
+    let cases: [(&str, Spoil); 9] = [
+        ("time_us", |r| r.time_us = Some(0.0)),
+        ("time_us", |r| r.time_us = Some(-4.0)),
+        ("time_us", |r| r.time_us = Some(f64::NAN)),
+        ("p99_us", |r| r.p99_us = Some(f64::INFINITY)),
+        ("p50_us", |r| r.p50_us = Some(-0.5)),
+        ("busbw_gbps", |r| r.busbw_gbps = Some(f64::NAN)),
+        ("algbw_gbps", |r| r.algbw_gbps = Some(0.0)),
+        ("bw_gbps", |r| r.bw_gbps = Some(-1.0)),
+        ("bw_gbps", |r| r.bw_gbps = Some(f64::NEG_INFINITY)),
+    ];
+    for (field, spoil) in cases {
+        let mut bad = good.clone();
+        spoil(&mut bad);
+        let b = run(vec![good.clone()]);
+        let c = run(vec![bad]);
+        for (e, side) in [
+            (compare::compare(&b, &c, 0.05).unwrap_err(), "candidate"),
+            (compare::compare(&c, &b, 0.05).unwrap_err(), "baseline"),
+        ] {
+            assert!(
+                e.contains(field) && e.contains("alltoall nvl 1048576 float out-of-place") && e.contains(side),
+                "{field}: {e}"
+            );
+        }
+    }
+    // Zero bandwidth is right where nothing moves (zero bytes) or nothing crosses (busbw of one rank).
+    let zero = row("nvl", 0, 3.0, 3.0, 0);
+    assert_eq!(zero.busbw_gbps, Some(0.0));
+    assert!(compare::check_values(&run(vec![zero])).is_ok());
+    let mut one = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0)]);
+    one.env.ranks = 1;
+    one.rows[0].busbw_gbps = Some(0.0);
+    assert!(compare::check_values(&one).is_ok());
+}
+
+#[test]
+fn not_compared_rows_are_listed_with_their_reason() {
+    let mut skipped = not_run(row("nvl", 1 << 20, 1.0, 1.0, 0), "skipped", "in place not supported");
+    skipped.placement = "in-place".into();
+    let b = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0), row("nvl", 0, 3.0, 3.0, 0), skipped.clone()]);
+    let c = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0), row("nvl", 0, 3.0, 3.0, 0), skipped]);
+    let o = compare::compare(&b, &c, 0.05).unwrap();
+    assert!(o.passed);
+    let text = compare::render_text(&o);
+    assert!(text.contains("2 not compared"), "{text}");
+    let line = |part: &str| {
+        text.lines()
+            .find(|l| l.contains("not-compared") && l.contains(part))
+            .unwrap_or_else(|| panic!("no {part}: {text}"))
+            .to_string()
+    };
+    assert!(line("alltoall nvl 0 float").contains("zero bytes"), "{text}");
+    assert!(line("in-place").contains("skipped (in place not supported) in both"), "{text}");
+    let junit = compare::to_junit(&o);
+    assert_eq!(junit.matches("<skipped").count(), 2, "{junit}");
+}
+
+#[test]
+fn the_command_refuses_empty_failed_and_impossible_files() {
+    let gb = env!("CARGO_BIN_EXE_ginbench");
+    let dir = std::env::temp_dir().join(format!("ginbench-compare-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, r: &Run| {
+        let p = dir.join(name);
+        json::write(&p, r).unwrap();
+        p
+    };
+    let good =
+        write("good.json", &run(vec![row("nvl", 1 << 30, 100.0, 101.0, 0), row("host", 1 << 30, 90.0, 91.0, 0)]));
+    let empty = write("empty.json", &run(vec![]));
+    let all_failed = write("failed.json", &run(vec![not_run(row("nvl", 1 << 30, 1.0, 1.0, 0), "failed", "timeout")]));
+    let mut zeros = run(vec![row("nvl", 1 << 30, 100.0, 101.0, 0), row("host", 1 << 30, 90.0, 91.0, 0)]);
+    for r in &mut zeros.rows {
+        r.time_us = Some(0.0);
+    }
+    let zeros = write("zeros.json", &zeros);
+    let mut negative = run(vec![row("nvl", 1 << 30, 100.0, 101.0, 0), row("host", 1 << 30, 90.0, 91.0, 0)]);
+    for r in &mut negative.rows {
+        r.time_us = Some(-3.0);
+        r.busbw_gbps = Some(-1.0);
+    }
+    let negative = write("negative.json", &negative);
+    for (base, cand, needles) in [
+        (&empty, &good, vec!["empty.json", "no rows"]),
+        (&all_failed, &good, vec!["failed.json", "no ok row"]),
+        (&good, &zeros, vec!["zeros.json", "alltoall", "1073741824", "time_us"]),
+        (&good, &negative, vec!["negative.json", "time_us"]),
+        (&zeros, &good, vec!["zeros.json", "time_us"]),
+    ] {
+        let o = Command::new(gb).arg("compare").args([base, cand]).output().unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{base:?} {cand:?}: {e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+        for n in needles {
+            assert!(e.contains(n), "{n}: {e}");
+        }
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,7 +1,7 @@
 //! `ginbench report`: two runs side by side, with ratios, environment differences and plots.
-use ginbench::report::json;
 use ginbench::report::schema::*;
 use ginbench::report::sidebyside::{self, Labeled};
+use ginbench::report::{json, plots};
 
 mod common;
 
@@ -59,5 +59,174 @@ fn two_clusters_side_by_side() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn impossible_or_unplottable_values_are_bad_input_not_a_hang() {
+    let dir = std::env::temp_dir().join(format!("ginbench-report-values-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let gb = env!("CARGO_BIN_EXE_ginbench");
+    // three cycles of every row, as `-N 3` writes them
+    let with_times = |name: &str, t: f64| {
+        let mut r = run("NVIDIA H200", "none", 1.0);
+        r.rows = (0..3u32)
+            .flat_map(|cycle| {
+                r.rows.iter().map(move |row| Row {
+                    cycle,
+                    time_us: Some(t),
+                    p50_us: Some(t),
+                    p99_us: Some(t),
+                    ..row.clone()
+                })
+            })
+            .collect();
+        let p = dir.join(name);
+        json::write(&p, &r).unwrap();
+        p
+    };
+    // finite but so large that the mean or the axis range overflows: refused, and promptly
+    for (file, needles) in [
+        (with_times("huge.json", 1e308), vec!["huge.json", "time_us", "cannot be plotted"]),
+        (with_times("max.json", f64::MAX), vec!["max.json", "time_us", "cannot be plotted"]),
+        (with_times("tiny.json", 1e-320), vec!["tiny.json", "time_us", "cannot be plotted"]),
+        (with_times("zero.json", 0.0), vec!["zero.json", "time_us", "alltoall nvl 1048576"]),
+        (with_times("negative.json", -2.0), vec!["negative.json", "time_us"]),
+    ] {
+        let out = dir.join("out");
+        let o = common::output_within(
+            gb,
+            &["report".as_ref(), file.as_os_str(), "-o".as_ref(), out.as_os_str()],
+            std::time::Duration::from_secs(20),
+        );
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{file:?}: {e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+        for n in needles {
+            assert!(e.contains(n), "{n}: {e}");
+        }
+    }
+    // the plot itself refuses a range it cannot compute, rather than looping
+    let svg = dir.join("direct.svg");
+    for (y, log_y) in [(1e308, true), (1e308, false), (f64::MAX, false), (1e-310, true)] {
+        let s = [plots::Series { label: "a".into(), points: vec![(1024.0, y), (2048.0, 1.0)] }];
+        let e = plots::line_chart(&svg, "t", plots::XAxis::Bytes, "y", &s, log_y).unwrap_err();
+        assert!(e.contains("cannot be plotted"), "{e}");
+    }
+    // the library refuses NaN too (JSON cannot carry it, a caller can)
+    let mut nan = run("NVIDIA H200", "none", 1.0);
+    nan.rows[0].time_us = Some(f64::NAN);
+    let e = sidebyside::write(&[Labeled { label: "a".into(), run: nan }], &dir.join("nan")).unwrap_err();
+    assert!(e.contains("time_us") && e.contains("NaN"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// LL dispatch (bf16 and fp8) and combine pairs in ep_perf's order, nvl then host: time and bw
+/// scaled by `scale`; the combine after an fp8 dispatch is 10 % faster than the one after bf16.
+fn ep(ranks: u64, scale: f64) -> Run {
+    let mut rows = vec![];
+    for dtype in ["bf16", "fp8"] {
+        for imp in ["nvl", "host"] {
+            for tokens in [1u64, 128] {
+                let t = tokens as f64 * scale;
+                let c = if dtype == "fp8" { 0.9 } else { 1.0 };
+                rows.push(common::ep_row(imp, "ll", "dispatch", dtype, tokens, (10.0 + t, 100.0 * scale), ranks));
+                rows.push(common::ep_row(imp, "ll", "combine", "bf16", tokens, ((20.0 + t) * c, 50.0 * scale), ranks));
+            }
+        }
+    }
+    common::ep_run(ranks as usize, rows)
+}
+
+#[test]
+fn ep_runs_line_up_by_tokens_and_phase() {
+    let dir = std::env::temp_dir().join(format!("ginbench-report-ep-{}", std::process::id()));
+    let runs = vec![Labeled { label: "x2".into(), run: ep(2, 1.0) }, Labeled { label: "x4".into(), run: ep(4, 2.0) }];
+    sidebyside::write(&runs, &dir).unwrap();
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    // one section per (impl, mode, dispatch dtype), never a mix of phases on one line
+    for h in
+        ["## nvl LL, dispatch bf16", "## nvl LL, dispatch fp8", "## host LL, dispatch bf16", "## host LL, dispatch fp8"]
+    {
+        assert_eq!(md.matches(h).count(), 1, "{h}: {md}");
+    }
+    assert!(md.find("## nvl LL, dispatch bf16").unwrap() < md.find("## nvl LL, dispatch fp8").unwrap(), "{md}");
+    assert!(md.contains("hidden 7168, top-8 of 256 experts"), "{md}");
+    assert!(md.contains("deepep-ll: logical bytes / time"), "{md}");
+    assert!(md.contains("| phase | tokens | x2 bw | x4 bw | x4 / x2 | x2 time | x4 time |"), "{md}");
+    // rows of 2 and 4 ranks (different sizes) line up by tokens; bandwidth is bw_gbps
+    let nvl_bf16 = section(&md, "## nvl LL, dispatch bf16");
+    assert!(nvl_bf16.contains("| dispatch | 128 | 100.0 | 200.0 | 2.00× | 138.0 | 266.0 |"), "{nvl_bf16}");
+    assert!(nvl_bf16.contains("| combine | 128 | 50.00 | 100.0 | 2.00× | 148.0 | 276.0 |"), "{nvl_bf16}");
+    assert!(nvl_bf16.contains("| dispatch | 1 |"), "{nvl_bf16}");
+    // the combine that followed an fp8 dispatch belongs to the fp8 section
+    let nvl_fp8 = section(&md, "## nvl LL, dispatch fp8");
+    assert!(nvl_fp8.contains("| combine | 128 | 50.00 | 100.0 | 2.00× | 133.2 | 248.4 |"), "{nvl_fp8}");
+    assert!(!md.contains("| - | - |"), "{md}");
+    // plots against tokens per rank, one line per run and phase
+    for f in ["bw_ep_nvl_ll_bf16_7168x8x256.svg", "time_ep_nvl_ll_fp8_7168x8x256.svg"] {
+        assert!(md.contains(&format!("]({f})")), "{f}: {md}");
+        let svg = std::fs::read_to_string(dir.join(f)).unwrap();
+        assert!(svg.contains("tokens per rank") && svg.contains("x4 combine") && svg.contains("x2 dispatch"), "{f}");
+        // four data lines of two points each (2 runs × 2 phases), and their four legend strokes
+        assert_eq!(svg.matches("stroke-width=\"2\" points=").count(), 8, "{f}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The text from heading `h` to the next heading.
+fn section<'a>(md: &'a str, h: &str) -> &'a str {
+    let s = &md[md.find(h).unwrap()..];
+    &s[..s[3..].find("\n## ").map(|i| i + 3).unwrap_or(s.len())]
+}
+
+#[test]
+fn default_labels_are_distinct() {
+    use std::path::PathBuf;
+    let p = |v: &[&str]| v.iter().map(PathBuf::from).collect::<Vec<_>>();
+    assert_eq!(
+        sidebyside::default_labels(&p(&["results/h200x2/ep/ll.json", "results/h200x4/ep/ll.json"])),
+        ["h200x2/ll", "h200x4/ll"]
+    );
+    assert_eq!(sidebyside::default_labels(&p(&["x/ll.json", "y/ht.json"])), ["ll", "ht"]);
+    assert_eq!(sidebyside::default_labels(&p(&["ll.json", "../old/ll.json"])), ["ll", "old/ll"]);
+    assert_eq!(
+        sidebyside::default_labels(&p(&["a/b/ll.json", "c/b/ll.json", "c/d/ll.json"])),
+        ["a/b/ll", "c/b/ll", "c/d/ll"]
+    );
+    assert_eq!(sidebyside::default_labels(&p(&["ll.json", "./ll.json", "ht.json"])), ["ll", "ll#2", "ht"]);
+}
+
+#[test]
+fn the_command_labels_colliding_files_and_refuses_mixed_benchmarks() {
+    let dir = std::env::temp_dir().join(format!("ginbench-report-labels-{}", std::process::id()));
+    for (sub, ranks, scale) in [("h200x2", 2, 1.0), ("h200x4", 4, 2.0)] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        json::write(&dir.join(sub).join("ll.json"), &ep(ranks, scale)).unwrap();
+    }
+    let a2a = dir.join("a2a.json");
+    json::write(&a2a, &run("NVIDIA H200", "none", 1.0)).unwrap();
+    let gb = env!("CARGO_BIN_EXE_ginbench");
+    let out = dir.join("out");
+    let (x2, x4) = (dir.join("h200x2/ll.json"), dir.join("h200x4/ll.json"));
+    let o = std::process::Command::new(gb).arg("report").args([&x2, &x4]).arg("-o").arg(&out).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("| phase | tokens | h200x2/ll bw | h200x4/ll bw | h200x4/ll / h200x2/ll |"), "{md}");
+    // an alltoall run beside an ep run: exit 2, one line
+    let o = std::process::Command::new(gb).arg("report").args([&x2, &a2a]).arg("-o").arg(&out).output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    assert!(e.contains("'alltoall' run") && e.contains("'ep' run"), "{e}");
+    // more labels than runs is bad input
+    let o = std::process::Command::new(gb)
+        .arg("report")
+        .arg(&x2)
+        .args(["--label", "a", "--label", "b", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
     std::fs::remove_dir_all(&dir).unwrap();
 }

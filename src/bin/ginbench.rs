@@ -27,7 +27,9 @@ enum Cmd {
     /// other and reports its rank, host and local rank. No GPU needed.
     MpiCheck,
     /// Regression gate: compare a candidate results file with a baseline. Exit 0 pass,
-    /// 1 regression (or a row missing, newly skipped / failed, wrong data), 2 bad input.
+    /// 1 regression (or a row missing, newly skipped / failed, wrong data), 2 bad input
+    /// (unreadable or foreign files, NaN / infinite / zero / negative times or bandwidths, a
+    /// baseline with no ok row, or nothing compared).
     Compare {
         baseline: PathBuf,
         candidate: PathBuf,
@@ -50,7 +52,8 @@ enum Cmd {
         /// Output folder (report.md, report.html, *.svg)
         #[arg(short = 'o', long = "output", default_value = "report")]
         output: PathBuf,
-        /// Name of each run, in order (default: the file name)
+        /// Name of each run, in order (default: the file name without .json; where two runs'
+        /// names collide, the folders that tell them apart, e.g. h200x2/ll and h200x4/ll)
         #[arg(long = "label")]
         labels: Vec<String>,
     },
@@ -65,9 +68,13 @@ fn bad_input_exit() -> i32 {
     }
 }
 
+/// Read a results file and refuse impossible values (NaN, infinite, zero or negative times and
+/// bandwidths); errors name the file.
 fn load(path: &Path) -> Result<ginbench::results::Run, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    json::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    let run = json::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    compare::check_values(&run).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(run)
 }
 
 fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path>, junit: Option<&Path>) -> i32 {
@@ -83,6 +90,9 @@ fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path
         (Ok(b), Ok(c)) => (b, c),
         (Err(e), _) | (_, Err(e)) => return bad(e),
     };
+    if let Err(e) = compare::check_baseline(&b) {
+        return bad(format!("{}: {e}", base.display()));
+    }
     let outcome = match compare::compare(&b, &c, threshold) {
         Ok(o) => o,
         Err(e) => return bad(e),
@@ -103,15 +113,21 @@ fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path
 }
 
 fn run_report(runs: &[PathBuf], labels: &[String], out: &Path) -> i32 {
+    if labels.len() > runs.len() {
+        eprintln!("{PROG}: error: {} --label given for {} runs (one per run, in order)", labels.len(), runs.len());
+        return 2;
+    }
+    // Given labels first, then the files' distinguishing names; never two runs with one label.
+    let mut names: Vec<String> = sidebyside::default_labels(runs);
+    names[..labels.len()].clone_from_slice(labels);
+    sidebyside::distinct(&mut names);
     let mut labeled = vec![];
-    for (i, p) in runs.iter().enumerate() {
-        match load(p) {
-            Ok(run) => labeled.push(sidebyside::Labeled {
-                label: labels.get(i).cloned().unwrap_or_else(|| {
-                    p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| format!("run{i}"))
-                }),
-                run,
-            }),
+    for (p, label) in runs.iter().zip(names) {
+        let loaded = load(p).and_then(|run| {
+            sidebyside::check_plottable(&run).map(|()| run).map_err(|e| format!("{}: {e}", p.display()))
+        });
+        match loaded {
+            Ok(run) => labeled.push(sidebyside::Labeled { label, run }),
             Err(e) => {
                 eprintln!("{PROG}: error: {e}");
                 return 2;
@@ -133,9 +149,14 @@ fn run_report(runs: &[PathBuf], labels: &[String], out: &Path) -> i32 {
 fn main() {
     let cli = Cli::try_parse().unwrap_or_else(|e| {
         use clap::error::ErrorKind::*;
-        if matches!(e.kind(), DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand) {
+        if matches!(e.kind(), DisplayHelp | DisplayVersion) {
             let _ = e.print();
             std::process::exit(0);
+        }
+        if e.kind() == DisplayHelpOnMissingArgumentOrSubcommand {
+            // No subcommand: nothing was asked for, so this is bad input, not a success.
+            eprint!("{}", e.render());
+            std::process::exit(2);
         }
         eprintln!("{PROG}: error: {} (fix: see ginbench --help)", ginbench::error::clap_one_line(&e));
         std::process::exit(bad_input_exit())

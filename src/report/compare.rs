@@ -4,7 +4,10 @@
 //! measurements of one key (`-N` cycles) form a group. A regression is a candidate slower than the
 //! baseline by more than the threshold AND slower than the baseline's own spread: the slowest of
 //! its repeated runs, or its per-iteration p99 when it has one run. The gate fails closed: a
-//! baseline row missing from the candidate, newly skipped or failed, or any wrong element fails it.
+//! baseline row missing from the candidate, newly skipped or failed, or any wrong element fails it;
+//! and a gate that compares nothing never passes: an empty baseline, one without an ok row, one
+//! whose rows match nothing that can be timed, and impossible values (NaN, infinite, zero or
+//! negative times and bandwidths) are bad input.
 use super::schema::{Row, Run};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -27,6 +30,20 @@ pub enum Verdict {
 impl Verdict {
     pub fn fails(self) -> bool {
         matches!(self, Verdict::Regression | Verdict::Missing | Verdict::NewlySkipped | Verdict::Wrong)
+    }
+
+    /// The verdict as the JSON output spells it (kebab-case).
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Regression => "regression",
+            Verdict::Missing => "missing",
+            Verdict::NewlySkipped => "newly-skipped",
+            Verdict::Wrong => "wrong",
+            Verdict::Improvement => "improvement",
+            Verdict::Unchanged => "unchanged",
+            Verdict::New => "new",
+            Verdict::NotCompared => "not-compared",
+        }
     }
 }
 
@@ -65,7 +82,9 @@ pub fn parse_threshold(s: &str) -> Result<f64, String> {
     }
 }
 
-fn key(benchmark: &str, r: &Row) -> String {
+/// The key a row is matched on, e.g. `alltoall nvl 1048576 float out-of-place`; also how errors
+/// name a row.
+pub fn key(benchmark: &str, r: &Row) -> String {
     let mut k = format!("{benchmark} {} {} {} {}", r.impl_name, r.size_bytes, r.dtype, r.placement);
     for e in [&r.mode, &r.phase].into_iter().flatten() {
         k += &format!(" {e}");
@@ -74,6 +93,62 @@ fn key(benchmark: &str, r: &Row) -> String {
         k += &format!(" tokens={t}");
     }
     k
+}
+
+/// Why a row was not measured: "skipped (REASON)" from its first row that is not ok.
+fn not_run(rows: &[&Row]) -> String {
+    match rows.iter().find(|r| r.status != "ok") {
+        Some(r) => match &r.reason {
+            Some(why) if !why.is_empty() => format!("{} ({why})", r.status),
+            _ => r.status.clone(),
+        },
+        None => "ok without a time".into(),
+    }
+}
+
+/// Impossible values are bad input, not data: every time must be finite and above zero, every
+/// bandwidth finite and not negative, and zero only where nothing moves (a zero-byte row) or
+/// nothing crosses (busbw on one rank, whose factor (n-1)/n is 0). The error names the row's key,
+/// its cycle and the field.
+pub fn check_values(run: &Run) -> Result<(), String> {
+    for r in &run.rows {
+        let bad = |field: &str, v: f64, rule: &str| {
+            Err(format!("row '{}' (cycle {}): {field} is {v}: {rule}", key(&run.benchmark, r), r.cycle))
+        };
+        for (field, v) in [("time_us", r.time_us), ("p50_us", r.p50_us), ("p99_us", r.p99_us)] {
+            match v {
+                Some(v) if !(v.is_finite() && v > 0.0) => return bad(field, v, "times must be finite and above 0"),
+                _ => {}
+            }
+        }
+        for (field, v) in [("algbw_gbps", r.algbw_gbps), ("busbw_gbps", r.busbw_gbps), ("bw_gbps", r.bw_gbps)] {
+            let zero_ok = r.size_bytes == 0 || (field == "busbw_gbps" && run.env.ranks <= 1);
+            match v {
+                Some(v) if !(v.is_finite() && v >= 0.0) => {
+                    return bad(field, v, "bandwidths must be finite and not negative")
+                }
+                Some(v) if v == 0.0 && !zero_ok => {
+                    return bad(field, v, "a row that moves bytes cannot have zero bandwidth")
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A baseline the gate can stand on: it has rows, and at least one of them ran.
+pub fn check_baseline(run: &Run) -> Result<(), String> {
+    if run.rows.is_empty() {
+        return Err("baseline has no rows: a gate that compares nothing cannot pass".into());
+    }
+    if !run.rows.iter().any(|r| r.status == "ok" && r.time_us.is_some()) {
+        return Err(format!(
+            "baseline has no ok row to compare ({} rows, none ok with a time): a gate that compares nothing cannot pass",
+            run.rows.len()
+        ));
+    }
+    Ok(())
 }
 
 fn groups(run: &Run) -> BTreeMap<String, Vec<&Row>> {
@@ -115,6 +190,9 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
     if base.benchmark != cand.benchmark {
         return Err(format!("cannot compare a '{}' run with a '{}' run", base.benchmark, cand.benchmark));
     }
+    check_values(base).map_err(|e| format!("baseline: {e}"))?;
+    check_values(cand).map_err(|e| format!("candidate: {e}"))?;
+    check_baseline(base)?;
     let (bg, cg) = (groups(base), groups(cand));
     let mut findings = vec![];
     for (k, b) in &bg {
@@ -131,8 +209,11 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
         };
         let b_times = ok_times(b);
         let Some(c) = cg.get(k) else {
-            let v = if b_times.is_empty() { Verdict::NotCompared } else { Verdict::Missing };
-            findings.push(f(v, "no such row in the candidate".into()));
+            findings.push(if b_times.is_empty() {
+                f(Verdict::NotCompared, format!("baseline {}; not in the candidate", not_run(b)))
+            } else {
+                f(Verdict::Missing, "no such row in the candidate".into())
+            });
             continue;
         };
         let wrong: u64 = c.iter().filter_map(|r| r.wrong).sum();
@@ -145,7 +226,14 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
             finding.detail = format!("{wrong} wrong elements in the candidate");
         } else if b_times.is_empty() {
             finding.verdict = if c_times.is_empty() { Verdict::NotCompared } else { Verdict::New };
-            finding.detail = "baseline did not run this row".into();
+            finding.detail = if c_times.is_empty() {
+                match (not_run(b), not_run(c)) {
+                    (x, y) if x == y => format!("{x} in both"),
+                    (x, y) => format!("baseline {x}, candidate {y}"),
+                }
+            } else {
+                format!("baseline {}; runs in the candidate", not_run(b))
+            };
         } else if c_times.is_empty() {
             let st = c.iter().find(|r| r.status != "ok");
             finding.verdict = Verdict::NewlySkipped;
@@ -202,7 +290,7 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
                 } else if ran {
                     "not in the baseline".into()
                 } else {
-                    "not in the baseline, and did not run".into()
+                    format!("not in the baseline; candidate {}", not_run(c))
                 },
             });
         }
@@ -211,6 +299,13 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
     findings
         .sort_by(|a, b| a.verdict.cmp(&b.verdict).then(b.change.unwrap_or(0.0).total_cmp(&a.change.unwrap_or(0.0))));
     let passed = !findings.iter().any(|f| f.verdict.fails());
+    if passed && !findings.iter().any(|f| f.change.is_some()) {
+        let not = findings.iter().filter(|f| f.verdict == Verdict::NotCompared).count();
+        return Err(format!(
+            "the gate compared no row: none of the baseline's {} row keys has a time to set against the candidate's ({not} not compared, e.g. zero bytes or skipped in both): a gate that compares nothing cannot pass",
+            bg.len()
+        ));
+    }
     Ok(Outcome {
         schema: "ginbench-compare/1",
         threshold,
@@ -244,10 +339,11 @@ pub fn render_text(o: &Outcome) -> String {
     for d in &o.env_differences {
         s += &format!("  environment differs: {d}\n");
     }
-    for f in o.findings.iter().filter(|f| f.verdict != Verdict::Unchanged && f.verdict != Verdict::NotCompared) {
+    // Every row that is not unchanged, worst first; "not compared" rows last, each with its reason.
+    for f in o.findings.iter().filter(|f| f.verdict != Verdict::Unchanged) {
         s += &format!(
             "  {:<14} {}: {} -> {} us{}{}\n",
-            format!("{:?}", f.verdict).to_lowercase(),
+            f.verdict.name(),
             f.key,
             us(f.baseline_us),
             us(f.candidate_us),
@@ -272,9 +368,10 @@ fn xml(s: &str) -> String {
 /// JUnit XML: one test case per row key; failing verdicts are failures.
 pub fn to_junit(o: &Outcome) -> String {
     let failures = o.findings.iter().filter(|f| f.verdict.fails()).count();
+    let skipped = o.findings.iter().filter(|f| f.verdict == Verdict::NotCompared).count();
     let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     s += &format!(
-        "<testsuites name=\"ginbench compare\" tests=\"{}\" failures=\"{failures}\">\n  <testsuite name=\"ginbench compare\" tests=\"{}\" failures=\"{failures}\">\n",
+        "<testsuites name=\"ginbench compare\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\">\n  <testsuite name=\"ginbench compare\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\">\n",
         o.findings.len(),
         o.findings.len()
     );
@@ -294,6 +391,8 @@ pub fn to_junit(o: &Outcome) -> String {
                 us(f.baseline_us),
                 us(f.candidate_us)
             );
+        } else if f.verdict == Verdict::NotCompared {
+            s += &format!(">\n      <skipped message=\"not compared: {}\" />\n    </testcase>\n", xml(&f.detail));
         } else {
             s += " />\n";
         }

@@ -13,7 +13,9 @@ pub fn write(path: &Path, run: &Run) -> std::io::Result<()> {
 }
 
 /// Parse a results document; a foreign or malformed file is an error with a reason, never a panic.
+/// A leading UTF-8 byte-order mark (some editors write one) is skipped.
 pub fn parse(text: &str) -> Result<Run, String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     match v.get("schema").and_then(|s| s.as_str()) {
         Some(SCHEMA) => {}

@@ -1,4 +1,5 @@
-//! SVG plots for `ginbench report`: one chart per implementation, one line per run.
+//! SVG plots for `ginbench report`: one chart per implementation (alltoall) or per EP section,
+//! one line per run (and phase).
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -17,11 +18,56 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
-/// A chart against bytes per rank on a log axis (ticks at powers of two); `log_y` for times
-/// (when they span more than a decade or so).
+/// The smallest and largest value a plot takes: an axis needs headroom around its data (margins,
+/// whole decades on a log axis), and values near the ends of f64 leave none, so that the axis
+/// computation overflows to infinity or underflows to zero.
+pub const PLOT_MIN: f64 = 1e-300;
+pub const PLOT_MAX: f64 = 1e300;
+
+/// Whether `v` can be drawn: zero (left out of the plot) or finite within PLOT_MIN..=PLOT_MAX.
+pub fn plottable(v: f64) -> bool {
+    v == 0.0 || (PLOT_MIN..=PLOT_MAX).contains(&v)
+}
+
+/// What the x axis counts; it is drawn on a log2 scale either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XAxis {
+    /// Bytes per rank (alltoall): ticks as 8, 64K, 2G.
+    Bytes,
+    /// Tokens per rank (EP): ticks as plain numbers.
+    Tokens,
+}
+
+impl XAxis {
+    fn desc(self) -> &'static str {
+        match self {
+            XAxis::Bytes => "bytes per rank",
+            XAxis::Tokens => "tokens per rank",
+        }
+    }
+
+    fn tick(self, v: f64) -> String {
+        match self {
+            XAxis::Bytes => human_bytes(v),
+            // the axis starts half a step below 1 token: no tick label there
+            XAxis::Tokens if v < 1.0 => String::new(),
+            XAxis::Tokens => format!("{v:.0}"),
+        }
+    }
+}
+
+/// A chart against `x` on a log axis (ticks at powers of two); `log_y` for times (when they span
+/// more than a decade or so).
 /// Returns false when there is nothing to plot.
-pub fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series], log_y: bool) -> Result<bool, String> {
-    // x is plotted as log2(bytes) on a linear axis, so ticks land on powers of two.
+pub fn line_chart(
+    path: &Path,
+    title: &str,
+    x: XAxis,
+    y_desc: &str,
+    series: &[Series],
+    log_y: bool,
+) -> Result<bool, String> {
+    // x is plotted as log2(x) on a linear axis, so ticks land on powers of two.
     let series: Vec<Series> = series
         .iter()
         .map(|s| Series {
@@ -33,9 +79,24 @@ pub fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series], log
     if pts.is_empty() {
         return Ok(false);
     }
+    let err = |e: &dyn std::fmt::Display| format!("plotting {}: {e}", path.display());
+    if let Some(p) = pts.iter().find(|p| !(plottable(p.0.exp2()) && plottable(p.1))) {
+        return Err(err(&format_args!(
+            "({}, {}) cannot be plotted: a plot axis holds values from {PLOT_MIN:e} to {PLOT_MAX:e}",
+            p.0.exp2(),
+            p.1
+        )));
+    }
     let (xmin, xmax) = pts.iter().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
     let (ymin, ymax) = pts.iter().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
-    let err = |e: &dyn std::fmt::Display| format!("plotting {}: {e}", path.display());
+    // A log axis labels only whole decades: use it only when the data spans several.
+    let log_y = log_y && ymax / ymin > 30.0;
+    let (ylo, yhi) = if log_y { (ymin / 1.5, ymax * 1.5) } else { (0.0, ymax * 1.1) };
+    // Guaranteed by the bounds above; checked again because an infinite or empty range makes the
+    // axis computation loop forever.
+    if !(ylo.is_finite() && yhi.is_finite() && yhi > ylo && (!log_y || ylo > 0.0)) {
+        return Err(err(&format_args!("y axis {ylo}..{yhi} cannot be plotted")));
+    }
     let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let mut b = ChartBuilder::on(&root);
@@ -46,9 +107,9 @@ pub fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series], log
             let mut chart = $chart.map_err(|e| err(&e))?;
             chart
                 .configure_mesh()
-                .x_desc("bytes per rank")
+                .x_desc(x.desc())
                 .y_desc(y_desc)
-                .x_label_formatter(&|v| human_bytes(2f64.powf(v.round())))
+                .x_label_formatter(&|v| x.tick(2f64.powf(v.round())))
                 .draw()
                 .map_err(|e| err(&e))?;
             for (i, s) in series.iter().enumerate() {
@@ -70,11 +131,10 @@ pub fn line_chart(path: &Path, title: &str, y_desc: &str, series: &[Series], log
                 .map_err(|e| err(&e))?;
         }};
     }
-    // A log axis labels only whole decades: use it only when the data spans several.
-    if log_y && ymax / ymin > 30.0 {
-        draw!(b.build_cartesian_2d(xr, (ymin / 1.5..ymax * 1.5).log_scale()));
+    if log_y {
+        draw!(b.build_cartesian_2d(xr, (ylo..yhi).log_scale()));
     } else {
-        draw!(b.build_cartesian_2d(xr, 0.0..ymax * 1.1));
+        draw!(b.build_cartesian_2d(xr, ylo..yhi));
     }
     root.present().map_err(|e| err(&e))?;
     Ok(true)

@@ -1,10 +1,12 @@
 //! `ginbench report RUN...`: runs side by side (e.g. an EFA cluster against an InfiniBand one):
-//! the environments and what differs, per implementation a table of busbw and time per size with
-//! ratios to the first run, and SVG plots; written as Markdown and HTML.
+//! the environments and what differs, then for alltoall per implementation a table of busbw and
+//! time per size, for EP (`ep_perf`) per (impl, mode, dispatch dtype, layer shape) a table of bw
+//! and time per phase and tokens per rank, with ratios to the first run, and SVG plots; written as
+//! Markdown and HTML.
 use super::plots::{self, Series};
 use super::schema::{Row, Run};
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Component, Path, PathBuf};
 
 pub struct Labeled {
     pub label: String,
@@ -31,12 +33,35 @@ fn stats(run: &Run) -> Stats {
     }
     acc.into_iter()
         .map(|(k, rows)| {
-            let n = rows.len() as f64;
-            let t = rows.iter().filter_map(|r| r.time_us).sum::<f64>() / n;
-            let bw: Vec<f64> = rows.iter().filter_map(|r| r.busbw_gbps).collect();
-            (k, (t, (!bw.is_empty()).then(|| bw.iter().sum::<f64>() / bw.len() as f64)))
+            let t = mean(rows.iter().filter_map(|r| r.time_us)).unwrap_or(0.0);
+            (k, (t, mean(rows.iter().filter_map(|r| r.busbw_gbps))))
         })
         .collect()
+}
+
+/// Mean of finite values, summed as v/n so that it cannot overflow; None when empty.
+fn mean(v: impl Iterator<Item = f64> + Clone) -> Option<f64> {
+    let n = v.clone().count();
+    (n > 0).then(|| v.map(|x| x / n as f64).sum())
+}
+
+/// Every value a report plots (time, busbw, bw of ok rows) must fit a plot axis; the error names
+/// the row and the field.
+pub fn check_plottable(run: &Run) -> Result<(), String> {
+    for r in run.rows.iter().filter(|r| r.status == "ok") {
+        for (field, v) in [("time_us", r.time_us), ("busbw_gbps", r.busbw_gbps), ("bw_gbps", r.bw_gbps)] {
+            if let Some(v) = v.filter(|v| !plots::plottable(*v)) {
+                return Err(format!(
+                    "row '{}' (cycle {}): {field} {v:e} cannot be plotted: a plot axis holds values from {:e} to {:e}",
+                    super::compare::key(&run.benchmark, r),
+                    r.cycle,
+                    plots::PLOT_MIN,
+                    plots::PLOT_MAX
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn env_table(runs: &[Labeled]) -> Table {
@@ -78,7 +103,9 @@ fn env_table(runs: &[Labeled]) -> Table {
 }
 
 fn num(v: f64) -> String {
-    if v >= 100.0 {
+    if v >= 1e7 {
+        format!("{v:.3e}")
+    } else if v >= 100.0 {
         format!("{v:.1}")
     } else {
         format!("{v:.2}")
@@ -135,7 +162,8 @@ fn build(runs: &[Labeled], dir: &Path) -> Result<Vec<Block>, String> {
         };
         for (kind, busbw, y, log_y) in [("busbw", true, "busbw (GB/s)", false), ("time", false, "time (µs)", true)] {
             let file = format!("{kind}_{slug}.svg");
-            if plots::line_chart(&dir.join(&file), &format!("{imp} {placement}: {kind}"), y, &series(busbw), log_y)? {
+            let title = format!("{imp} {placement}: {kind}");
+            if plots::line_chart(&dir.join(&file), &title, plots::XAxis::Bytes, y, &series(busbw), log_y)? {
                 doc.push(Block::Image(file));
             }
         }
@@ -152,19 +180,326 @@ fn build(runs: &[Labeled], dir: &Path) -> Result<Vec<Block>, String> {
         for &z in &sizes {
             let cells: Vec<Option<(f64, Option<f64>)>> =
                 all.iter().map(|s| s.get(&(imp.clone(), dtype.clone(), placement.clone(), z)).cloned()).collect();
-            let mut row = vec![z.to_string()];
-            row.extend(cells.iter().map(|c| c.and_then(|c| c.1).map(num).unwrap_or_else(|| "-".into())));
-            let base = cells[0].and_then(|c| c.1).filter(|b| *b > 0.0);
-            row.extend(cells.iter().skip(1).map(|c| match (base, c.and_then(|c| c.1)) {
-                (Some(b), Some(v)) => format!("{:.2}×", v / b),
-                _ => "-".into(),
-            }));
-            row.extend(cells.iter().map(|c| c.map(|c| num(c.0)).unwrap_or_else(|| "-".into())));
-            t.push(row);
+            t.push(stat_row(vec![z.to_string()], &cells));
         }
         doc.push(Block::Table(t));
     }
     Ok(doc)
+}
+
+/// Where an EP row belongs: one report section per (impl, mode, dispatch dtype, layer shape).
+/// A combine row carries the combine's own dtype (always bf16), so it takes the dtype of the
+/// dispatch it followed.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct EpSection {
+    imp: String,
+    mode: String,
+    dispatch: String,
+    /// (hidden, top-k, experts)
+    shape: (u64, u64, u64),
+}
+
+impl EpSection {
+    fn title(&self) -> String {
+        let (h, k, e) = self.shape;
+        format!(
+            "{} {}, dispatch {} (hidden {h}, top-{k} of {e} experts)",
+            self.imp,
+            self.mode.to_uppercase(),
+            self.dispatch
+        )
+    }
+
+    fn slug(&self) -> String {
+        let (h, k, e) = self.shape;
+        format!("ep_{}_{}_{}_{h}x{k}x{e}", self.imp, self.mode, self.dispatch)
+            .replace(|c: char| !(c.is_ascii_alphanumeric() || c == 'x'), "_")
+    }
+}
+
+/// Each EP row of `run` with its section: ep_perf writes every combine right after its dispatch
+/// (same impl, mode, tokens and cycle), which is where the dispatch dtype comes from.
+fn ep_sections(run: &Run) -> Vec<(EpSection, &Row)> {
+    let mut last_dispatch: HashMap<(&str, &str, u64, u32), &str> = HashMap::new();
+    run.rows
+        .iter()
+        .map(|r| {
+            let mode = r.mode.as_deref().unwrap_or("-");
+            let at = (r.impl_name.as_str(), mode, r.tokens.unwrap_or(0), r.cycle);
+            let dispatch = if r.phase.as_deref() == Some("combine") {
+                last_dispatch.get(&at).copied().unwrap_or(r.dtype.as_str())
+            } else {
+                last_dispatch.insert(at, &r.dtype);
+                &r.dtype
+            };
+            let section = EpSection {
+                imp: r.impl_name.clone(),
+                mode: mode.into(),
+                dispatch: dispatch.into(),
+                shape: (r.hidden.unwrap_or(0), r.topk.unwrap_or(0), r.experts.unwrap_or(0)),
+            };
+            (section, r)
+        })
+        .collect()
+}
+
+/// Mean time and bw of the ok rows per (section, phase, tokens).
+type EpStats = BTreeMap<(EpSection, String, u64), (f64, Option<f64>)>;
+
+fn ep_stats(run: &Run) -> EpStats {
+    let mut acc: BTreeMap<(EpSection, String, u64), Vec<&Row>> = BTreeMap::new();
+    for (sec, r) in ep_sections(run) {
+        if r.status == "ok" && r.time_us.is_some() {
+            acc.entry((sec, r.phase.clone().unwrap_or_default(), r.tokens.unwrap_or(0))).or_default().push(r);
+        }
+    }
+    acc.into_iter()
+        .map(|(k, rows)| {
+            let t = mean(rows.iter().filter_map(|r| r.time_us)).unwrap_or(0.0);
+            (k, (t, mean(rows.iter().filter_map(|r| r.bw_gbps))))
+        })
+        .collect()
+}
+
+/// Position of each value in order of first appearance, for a stable, run-like order.
+fn first_seen<'a>(values: impl Iterator<Item = &'a str>) -> HashMap<String, usize> {
+    let mut m = HashMap::new();
+    for v in values {
+        let n = m.len();
+        m.entry(v.to_string()).or_insert(n);
+    }
+    m
+}
+
+/// Settings of an EP run that change what its numbers mean.
+const EP_CONFIG: [&str; 7] = ["preset", "routing", "masked", "cudagraph", "device_cta_count", "emulate_nodes", "iters"];
+
+fn ep_config_differences(a: &Run, b: &Run) -> Vec<String> {
+    EP_CONFIG
+        .iter()
+        .filter_map(|k| {
+            let (x, y) = (a.config.get(k), b.config.get(k));
+            let show = |v: Option<&serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+            (x != y).then(|| format!("{k}: {} -> {}", show(x), show(y)))
+        })
+        .collect()
+}
+
+fn ep_build(runs: &[Labeled], dir: &Path) -> Result<Vec<Block>, String> {
+    let mut doc = vec![Block::Heading("ginbench report".into())];
+    doc.push(Block::Text(format!(
+        "{} runs of `ep`; ratios are against the first run ({}). Rows line up by (impl, mode, phase, tokens per rank, dtype), \
+         not by bytes, which depend on the rank count; a combine belongs with the dispatch it followed. \
+         bw is `bw_gbps` in GB/s under the definition each section names, time in µs, mean over `-N` cycles.",
+        runs.len(),
+        runs[0].label
+    )));
+    doc.push(Block::Table(env_table(runs)));
+    for l in runs.iter().skip(1) {
+        let mut d = super::compare::env_differences(&runs[0].run, &l.run);
+        d.extend(ep_config_differences(&runs[0].run, &l.run));
+        if !d.is_empty() {
+            doc.push(Block::Text(format!("{} differs from {}: {}.", l.label, runs[0].label, d.join("; "))));
+        }
+    }
+    let all: Vec<EpStats> = runs.iter().map(|l| ep_stats(&l.run)).collect();
+    let every_row = || runs.iter().flat_map(|l| l.run.rows.iter());
+    let mode_at = first_seen(every_row().map(|r| r.mode.as_deref().unwrap_or("-")));
+    let impl_at = first_seen(every_row().map(|r| r.impl_name.as_str()));
+    let dtype_at = first_seen(every_row().map(|r| r.dtype.as_str()));
+    let phase_at = |p: &str| match p {
+        "dispatch" => 0,
+        "combine" => 1,
+        _ => 2,
+    };
+    let mut sections: Vec<EpSection> = all.iter().flat_map(|s| s.keys().map(|k| k.0.clone())).collect();
+    sections.sort_by_key(|s| {
+        (mode_at.get(&s.mode).copied(), impl_at.get(&s.imp).copied(), dtype_at.get(&s.dispatch).copied(), s.shape)
+    });
+    sections.dedup();
+    for sec in &sections {
+        doc.push(Block::Heading(sec.title()));
+        let mut defs: Vec<(String, String)> = vec![];
+        for l in runs {
+            for (s, r) in ep_sections(&l.run) {
+                if let (true, Some(d)) = (&s == sec && r.status == "ok", &r.bw_definition) {
+                    if !defs.iter().any(|(lab, x)| lab == &l.label && x == d) {
+                        defs.push((l.label.clone(), d.clone()));
+                    }
+                }
+            }
+        }
+        let mut distinct: Vec<&String> = defs.iter().map(|d| &d.1).collect();
+        distinct.dedup();
+        doc.push(Block::Text(match distinct.as_slice() {
+            [] => "bw: no definition recorded.".into(),
+            [one] => format!("bw: {one}."),
+            _ => format!(
+                "bw definitions differ: {}.",
+                defs.iter().map(|(l, d)| format!("{l}: {d}")).collect::<Vec<_>>().join("; ")
+            ),
+        }));
+        let mut lines: Vec<(String, u64)> =
+            all.iter().flat_map(|s| s.keys().filter(|k| &k.0 == sec).map(|k| (k.1.clone(), k.2))).collect();
+        lines.sort_by(|a, b| (phase_at(&a.0), &a.0, a.1).cmp(&(phase_at(&b.0), &b.0, b.1)));
+        lines.dedup();
+        let phases: Vec<String> = {
+            let mut p: Vec<String> = lines.iter().map(|l| l.0.clone()).collect();
+            p.dedup();
+            p
+        };
+        let cell = |s: &EpStats, phase: &str, tokens: u64| s.get(&(sec.clone(), phase.to_string(), tokens)).cloned();
+        // One line per run and phase.
+        let series = |bw: bool| -> Vec<Series> {
+            let mut v = vec![];
+            for (l, s) in runs.iter().zip(&all) {
+                for ph in &phases {
+                    let points = lines
+                        .iter()
+                        .filter(|(p, _)| p == ph)
+                        .filter_map(|(p, t)| {
+                            let (time, b) = cell(s, p, *t)?;
+                            Some((*t as f64, if bw { b? } else { time }))
+                        })
+                        .collect();
+                    v.push(Series { label: format!("{} {ph}", l.label), points });
+                }
+            }
+            v
+        };
+        for (kind, bw, y, log_y) in [("bw", true, "bw (GB/s)", false), ("time", false, "time (µs)", true)] {
+            let file = format!("{kind}_{}.svg", sec.slug());
+            let title = format!("{} {}, dispatch {}: {kind}", sec.imp, sec.mode.to_uppercase(), sec.dispatch);
+            if plots::line_chart(&dir.join(&file), &title, plots::XAxis::Tokens, y, &series(bw), log_y)? {
+                doc.push(Block::Image(file));
+            }
+        }
+        let mut t = vec![vec!["phase".to_string(), "tokens".into()]];
+        t[0].extend(runs.iter().map(|l| format!("{} bw", l.label)));
+        t[0].extend(runs.iter().skip(1).map(|l| format!("{} / {}", l.label, runs[0].label)));
+        t[0].extend(runs.iter().map(|l| format!("{} time", l.label)));
+        for (phase, tokens) in &lines {
+            let cells: Vec<Option<(f64, Option<f64>)>> = all.iter().map(|s| cell(s, phase, *tokens)).collect();
+            t.push(stat_row(vec![phase.clone(), tokens.to_string()], &cells));
+        }
+        doc.push(Block::Table(t));
+    }
+    // What did not run, so that a missing section is explained: per run and reason, which
+    // (impl, mode, dispatch dtype) it hit.
+    let mut not_run = vec![vec!["run".to_string(), "not measured".into(), "why".into()]];
+    for l in runs {
+        let mut by_why: Vec<(String, Vec<String>)> = vec![];
+        for (sec, r) in ep_sections(&l.run).into_iter().filter(|(_, r)| r.status != "ok") {
+            let why = format!("{}{}", r.status, r.reason.as_ref().map(|w| format!(": {w}")).unwrap_or_default());
+            let what = format!("{} {} {}", sec.imp, sec.mode.to_uppercase(), sec.dispatch);
+            match by_why.iter_mut().find(|(w, _)| *w == why) {
+                Some((_, v)) if !v.contains(&what) => v.push(what),
+                Some(_) => {}
+                None => by_why.push((why, vec![what])),
+            }
+        }
+        not_run.extend(by_why.into_iter().map(|(why, what)| vec![l.label.clone(), what.join(", "), why]));
+    }
+    if not_run.len() > 1 {
+        doc.push(Block::Heading("Not measured".into()));
+        doc.push(Block::Table(not_run));
+    }
+    Ok(doc)
+}
+
+/// `first` cells, then each run's bandwidth, the ratio of each later run's to the first's, and
+/// each run's time.
+fn stat_row(first: Vec<String>, cells: &[Option<(f64, Option<f64>)>]) -> Vec<String> {
+    let mut row = first;
+    row.extend(cells.iter().map(|c| c.and_then(|c| c.1).map(num).unwrap_or_else(|| "-".into())));
+    let base = cells[0].and_then(|c| c.1).filter(|b| *b > 0.0);
+    row.extend(cells.iter().skip(1).map(|c| match (base, c.and_then(|c| c.1)) {
+        (Some(b), Some(v)) => format!("{:.2}×", v / b),
+        _ => "-".into(),
+    }));
+    row.extend(cells.iter().map(|c| c.map(|c| num(c.0)).unwrap_or_else(|| "-".into())));
+    row
+}
+
+/// Labels for runs read from `paths`: the file stem, and where stems collide the path components
+/// that tell the files apart (results/h200x2/ep/ll.json and results/h200x4/ep/ll.json become
+/// h200x2/ll and h200x4/ll); files that cannot be told apart get #2, #3, ...
+pub fn default_labels(paths: &[PathBuf]) -> Vec<String> {
+    let parts: Vec<Vec<String>> = paths
+        .iter()
+        .map(|p| {
+            let mut v: Vec<String> = p
+                .parent()
+                .map(|d| {
+                    d.components()
+                        .filter_map(|c| match c {
+                            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            v.push(p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into()));
+            v
+        })
+        .collect();
+    let stem = |i: usize| parts[i].last().cloned().unwrap_or_default();
+    let mut labels: Vec<String> = (0..paths.len()).map(stem).collect();
+    let mut stems: Vec<String> = labels.clone();
+    stems.sort();
+    stems.dedup();
+    for s in stems {
+        let group: Vec<usize> = (0..paths.len()).filter(|&i| stem(i) == s).collect();
+        if group.len() < 2 {
+            continue;
+        }
+        // The folder `up` levels above the file, if the path has one.
+        let folder = |i: usize, up: usize| parts[i].len().checked_sub(1 + up).map(|j| parts[i][j].clone());
+        let depth = group.iter().map(|&i| parts[i].len()).max().unwrap_or(1);
+        let mut kept: Vec<usize> = vec![];
+        for up in 1..depth {
+            let mut at: Vec<Option<String>> = group.iter().map(|&i| folder(i, up)).collect();
+            at.sort();
+            at.dedup();
+            if at.len() < 2 {
+                continue; // the same folder for all: says nothing
+            }
+            kept.push(up);
+            let named: Vec<String> = group
+                .iter()
+                .map(|&i| {
+                    let mut v: Vec<String> = kept.iter().rev().filter_map(|&u| folder(i, u)).collect();
+                    v.push(s.clone());
+                    v.join("/")
+                })
+                .collect();
+            for (&i, n) in group.iter().zip(&named) {
+                labels[i] = n.clone();
+            }
+            let mut u = named.clone();
+            u.sort();
+            u.dedup();
+            if u.len() == named.len() {
+                break;
+            }
+        }
+    }
+    distinct(&mut labels);
+    labels
+}
+
+/// Make labels unique in place: a label seen before gets #2, #3, ...
+pub fn distinct(labels: &mut [String]) {
+    for i in 1..labels.len() {
+        if labels[..i].contains(&labels[i]) {
+            let base = labels[i].clone();
+            let mut n = 2;
+            while labels[..i].contains(&format!("{base}#{n}")) || labels[i + 1..].contains(&format!("{base}#{n}")) {
+                n += 1;
+            }
+            labels[i] = format!("{base}#{n}");
+        }
+    }
 }
 
 fn markdown(doc: &[Block]) -> String {
@@ -236,8 +571,16 @@ pub fn write(runs: &[Labeled], dir: &Path) -> Result<(), String> {
             l.label, l.run.benchmark, runs[0].label, runs[0].run.benchmark
         ));
     }
+    for l in runs {
+        super::compare::check_values(&l.run)
+            .and_then(|()| check_plottable(&l.run))
+            .map_err(|e| format!("{}: {e}", l.label))?;
+    }
+    if let Some((_, l)) = runs.iter().enumerate().find(|(i, l)| runs[..*i].iter().any(|m| m.label == l.label)) {
+        return Err(format!("two runs are labelled '{}': labels must differ", l.label));
+    }
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let doc = build(runs, dir)?;
+    let doc = if runs[0].run.benchmark == "ep" { ep_build(runs, dir)? } else { build(runs, dir)? };
     for (name, text) in [("report.md", markdown(&doc)), ("report.html", html(&doc))] {
         super::write_atomic(&dir.join(name), text.as_bytes()).map_err(|e| format!("{name}: {e}"))?;
     }

@@ -40,3 +40,69 @@ pub fn run(rows: Vec<Row>) -> Run {
         summary: None,
     }
 }
+
+/// Run `bin args` and wait at most `limit`; a process still running then is killed and the test
+/// fails (a hang is a defect, not a slow pass).
+#[allow(dead_code)]
+pub fn output_within(bin: &str, args: &[&std::ffi::OsStr], limit: std::time::Duration) -> std::process::Output {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(bin).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{bin} {args:?} still ran after {limit:?}: killed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// An ok EP row of the deepseek-v3 shape: `tokens` per rank, `(time µs, bw GB/s)`; its size
+/// depends on `ranks` as real rows' do.
+#[allow(dead_code)]
+pub fn ep_row(
+    impl_name: &str,
+    mode: &str,
+    phase: &str,
+    dtype: &str,
+    tokens: u64,
+    (time, bw): (f64, f64),
+    ranks: u64,
+) -> Row {
+    Row {
+        impl_name: impl_name.into(),
+        size_bytes: tokens * 7168 * 2 * (ranks + 1),
+        count: tokens * 7168,
+        dtype: dtype.into(),
+        placement: "out-of-place".into(),
+        time_us: Some(time),
+        p50_us: Some(time),
+        p99_us: Some(time * 1.2),
+        algbw_gbps: Some(bw),
+        wrong: Some(0),
+        status: "ok".into(),
+        mode: Some(mode.into()),
+        phase: Some(phase.into()),
+        tokens: Some(tokens),
+        hidden: Some(7168),
+        topk: Some(8),
+        experts: Some(256),
+        bw_gbps: Some(bw),
+        bw_definition: Some(format!("deepep-{mode}: logical bytes / time")),
+        wire_bytes: Some(WireBytes { nvl: tokens * 1000, net: 0 }),
+        sms: Some(24),
+        ..Default::default()
+    }
+}
+
+/// An EP run of `ranks` ranks holding `rows`.
+#[allow(dead_code)]
+pub fn ep_run(ranks: usize, rows: Vec<Row>) -> Run {
+    let mut r = run(rows);
+    r.benchmark = "ep".into();
+    r.command = "ep_perf".into();
+    r.env.ranks = ranks;
+    r
+}

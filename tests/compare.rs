@@ -362,3 +362,15 @@ fn the_command_refuses_empty_failed_and_impossible_files() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_loopback_gin_run_is_never_gated_against_a_network_run() {
+    let b = run(vec![row("gin", 1 << 20, 10.0, 11.0, 0)]);
+    let mut c = b.clone();
+    c.env.gin.backend = "loopback".into();
+    let e = compare::compare(&b, &c, 0.05).unwrap_err();
+    assert!(e.contains("GIN backend differs (nccl -> loopback)"), "{e}");
+    // Two loopback runs compare as usual, and say nothing about the backend.
+    let o = compare::compare(&c, &c.clone(), 0.05).unwrap();
+    assert!(o.passed && o.env_differences.is_empty());
+}

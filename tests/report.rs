@@ -230,3 +230,20 @@ fn the_command_labels_colliding_files_and_refuses_mixed_benchmarks() {
     assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_loopback_run_beside_a_network_run_is_flagged() {
+    let dir = std::env::temp_dir().join(format!("ginbench-report-loopback-{}", std::process::id()));
+    let mut lo = run("NVIDIA H200", "proxy", 1.0);
+    lo.env.gin.backend = "loopback".into();
+    lo.env.gin.nodes = 1;
+    let runs = vec![
+        Labeled { label: "ib".into(), run: run("NVIDIA H200", "gdaki", 2.0) },
+        Labeled { label: "loopback".into(), run: lo },
+    ];
+    sidebyside::write(&runs, &dir).unwrap();
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("WARNING: loopback against ib: GIN backend differs (nccl -> loopback)"), "{md}");
+    assert!(md.contains("loopback, 1 node(s): not a network"), "{md}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -172,14 +172,35 @@ fn busbw(rows: &[&Row]) -> Option<f64> {
 }
 
 /// What differs between the two environments, in the fields that explain performance.
+/// Who carried GIN in a run: "nccl" (a NIC, or none) or "loopback" (ginbench's plugin, one host).
+pub fn gin_backend(r: &Run) -> &str {
+    if r.env.gin.backend.is_empty() {
+        "nccl"
+    } else {
+        &r.env.gin.backend
+    }
+}
+
+/// A loopback GIN run measures a software proxy on one host: its gin / hybrid rows must never be
+/// set beside a network run's as if they were the same thing.
+pub fn loopback_mismatch(a: &Run, b: &Run) -> Option<String> {
+    let (x, y) = (gin_backend(a), gin_backend(b));
+    (x != y && (x == "loopback" || y == "loopback")).then(|| {
+        format!(
+            "GIN backend differs ({x} -> {y}): a loopback run's gin / hybrid figures come from ginbench's software proxy on one host, not a network"
+        )
+    })
+}
+
 pub fn env_differences(a: &Run, b: &Run) -> Vec<String> {
     let gpu = |r: &Run| r.env.gpus.first().map(|g| g.name.clone()).unwrap_or_default();
-    let fields: [(&str, String, String); 7] = [
+    let fields: [(&str, String, String); 8] = [
         ("NCCL library", a.env.nccl.library.to_string(), b.env.nccl.library.to_string()),
         ("GPU", gpu(a), gpu(b)),
         ("ranks", a.env.ranks.to_string(), b.env.ranks.to_string()),
         ("hosts", a.env.hosts.len().to_string(), b.env.hosts.len().to_string()),
         ("GIN type", a.env.gin.kind.clone(), b.env.gin.kind.clone()),
+        ("GIN backend", gin_backend(a).into(), gin_backend(b).into()),
         ("network", a.env.network.kind.clone(), b.env.network.kind.clone()),
         ("driver", a.env.driver.clone(), b.env.driver.clone()),
     ];
@@ -189,6 +210,9 @@ pub fn env_differences(a: &Run, b: &Run) -> Vec<String> {
 pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String> {
     if base.benchmark != cand.benchmark {
         return Err(format!("cannot compare a '{}' run with a '{}' run", base.benchmark, cand.benchmark));
+    }
+    if let Some(why) = loopback_mismatch(base, cand) {
+        return Err(format!("{why}: refusing to gate one against the other"));
     }
     check_values(base).map_err(|e| format!("baseline: {e}"))?;
     check_values(cand).map_err(|e| format!("candidate: {e}"))?;

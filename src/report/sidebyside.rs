@@ -64,6 +64,15 @@ pub fn check_plottable(run: &Run) -> Result<(), String> {
     Ok(())
 }
 
+/// A loud line for every run whose GIN backend is loopback while another's is not.
+fn loopback_warnings(runs: &[Labeled]) -> Vec<Block> {
+    runs.iter()
+        .skip(1)
+        .filter_map(|l| super::compare::loopback_mismatch(&runs[0].run, &l.run).map(|w| (l, w)))
+        .map(|(l, w)| Block::Text(format!("WARNING: {} against {}: {w}.", l.label, runs[0].label)))
+        .collect()
+}
+
 fn env_table(runs: &[Labeled]) -> Table {
     let mut t = vec![vec![
         "run".to_string(),
@@ -74,6 +83,7 @@ fn env_table(runs: &[Labeled]) -> Table {
         "driver".into(),
         "NCCL".into(),
         "GIN".into(),
+        "GIN backend".into(),
         "network".into(),
     ]];
     for l in runs {
@@ -87,6 +97,10 @@ fn env_table(runs: &[Labeled]) -> Table {
             e.driver.clone(),
             super::schema::version_string(e.nccl.library),
             format!("{} ({})", e.gin.kind, if e.gin.connection.is_empty() { "-" } else { &e.gin.connection }),
+            match super::compare::gin_backend(&l.run) {
+                "loopback" => format!("loopback, {} node(s): not a network", e.gin.nodes),
+                b => b.to_string(),
+            },
             format!(
                 "{}{}",
                 e.network.kind,
@@ -121,6 +135,7 @@ fn build(runs: &[Labeled], dir: &Path) -> Result<Vec<Block>, String> {
         runs[0].label
     )));
     doc.push(Block::Table(env_table(runs)));
+    doc.extend(loopback_warnings(runs));
     for l in runs.iter().skip(1) {
         let d = super::compare::env_differences(&runs[0].run, &l.run);
         if !d.is_empty() {
@@ -295,6 +310,7 @@ fn ep_build(runs: &[Labeled], dir: &Path) -> Result<Vec<Block>, String> {
         runs[0].label
     )));
     doc.push(Block::Table(env_table(runs)));
+    doc.extend(loopback_warnings(runs));
     for l in runs.iter().skip(1) {
         let mut d = super::compare::env_differences(&runs[0].run, &l.run);
         d.extend(ep_config_differences(&runs[0].run, &l.run));

@@ -247,3 +247,74 @@ fn a_loopback_run_beside_a_network_run_is_flagged() {
     assert!(md.contains("loopback, 1 node(s): not a network"), "{md}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Every field of a Row set, so that none is skipped in its JSON.
+fn full_ep_row() -> Row {
+    Row {
+        busbw_gbps: Some(1.5),
+        reason: Some("a reason, with a comma and \"quotes\"".into()),
+        cycle: 2,
+        ..common::ep_row("nvl", "ll", "dispatch", "fp8", 128, (61.478912345, 60.3123456789), 4)
+    }
+}
+
+/// A JSON value as its CSV cell: strings bare, null empty, numbers as JSON writes them.
+fn cell_of(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Null => String::new(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[test]
+fn csv_columns_are_the_json_fields() {
+    use ginbench::report::csv as rcsv;
+    let full = full_ep_row();
+    let text = serde_json::to_string(&full).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    // the JSON's keys, nested objects flattened as outer.inner
+    let mut keys = vec![];
+    for (k, x) in v.as_object().unwrap() {
+        match x.as_object() {
+            Some(o) => keys.extend(o.keys().map(|kk| format!("{k}.{kk}"))),
+            None => keys.push(k.clone()),
+        }
+    }
+    let out = rcsv::to_string(std::slice::from_ref(&full));
+    let mut reader = csv::Reader::from_reader(out.as_bytes());
+    let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+    for k in &keys {
+        assert!(header.contains(k), "column {k} missing from {header:?}");
+    }
+    assert_eq!(header.len(), keys.len(), "{header:?} vs {keys:?}");
+    // in the struct's field order, which is the order serde writes them
+    let at = |c: &String| text.find(&format!("\"{}\":", c.split('.').next().unwrap())).unwrap();
+    assert!(header.windows(2).all(|w| at(&w[0]) <= at(&w[1])), "{header:?}");
+    assert_eq!(&header[..3], ["impl", "size_bytes", "count"]);
+    // every column present even where the row has None (an alltoall row has no EP fields)
+    let a2a = rcsv::to_string(&[common::row("nvl", 1 << 20, 10.0, 11.0, 0)]);
+    assert_eq!(a2a.lines().next(), out.lines().next());
+    let a2a_cells: Vec<String> =
+        csv::Reader::from_reader(a2a.as_bytes()).records().next().unwrap().unwrap().iter().map(String::from).collect();
+    assert_eq!(a2a_cells[header.iter().position(|h| h == "wire_bytes.nvl").unwrap()], "");
+    // the EP row's values round-trip: every cell is its JSON value, numbers to the last digit
+    let cells = reader.records().next().unwrap().unwrap();
+    for (h, c) in header.iter().zip(cells.iter()) {
+        let want = h.split('.').fold(&v, |v, k| &v[k]);
+        assert_eq!(c, cell_of(want), "{h}");
+        if let Some(n) = want.as_f64() {
+            assert_eq!(c.parse::<f64>().unwrap(), n, "{h}");
+        }
+    }
+    for (h, want) in [
+        ("hidden", "7168"),
+        ("topk", "8"),
+        ("experts", "256"),
+        ("wire_bytes.nvl", "128000"),
+        ("time_us", "61.478912345"),
+    ] {
+        assert_eq!(&cells[header.iter().position(|x| x == h).unwrap()], want, "{h}");
+    }
+    assert!(header.contains(&"bw_definition".to_string()));
+}

@@ -92,6 +92,16 @@ struct State<'a> {
     seed: u32,
 }
 
+/// What a pair of EP rows (dispatch, combine) is about.
+#[derive(Clone, Copy)]
+struct At<'a> {
+    name: &'a str,
+    mode: Mode,
+    payload: Payload,
+    tokens: usize,
+    cycle: u32,
+}
+
 /// One phase on one rank.
 struct Measured {
     timing: harness::Timing,
@@ -144,19 +154,16 @@ impl State<'_> {
                         &table::ep_header(),
                     );
                     for &t in &tokens {
+                        let at = At { name, mode, payload, tokens: t, cycle: out.cycle };
                         let rows = match (&skip, &imp) {
-                            (Some(why), _) => [Phase::Dispatch, Phase::Combine]
-                                .map(|p| self.skipped(name, mode, p, payload, t, why, out.cycle)),
+                            (Some(why), _) => [Phase::Dispatch, Phase::Combine].map(|p| self.skipped(at, p, why)),
                             (None, Ok(imp)) => {
                                 out.progress(&format!("{name} {} {} {t} tokens", mode.name(), payload.name()));
                                 let routing: Vec<_> =
                                     (0..n).map(|r| spec.generate(r, t, cfg.shape.experts, cfg.shape.topk)).collect();
                                 let layout = Layout { routing: &routing, local_experts: cfg.shape.local_experts(n) };
                                 let [d, cm] = self.measure(&c, imp.as_ref(), &layout, t, &same_host)?;
-                                [
-                                    self.row(name, mode, Phase::Dispatch, payload, t, sms, &d, out.cycle),
-                                    self.row(name, mode, Phase::Combine, payload, t, sms, &cm, out.cycle),
-                                ]
+                                [self.row(at, Phase::Dispatch, sms, &d), self.row(at, Phase::Combine, sms, &cm)]
                             }
                             (None, Err(_)) => unreachable!("a skipped impl has a reason"),
                         };
@@ -254,8 +261,8 @@ impl State<'_> {
         Ok([phase(Phase::Dispatch, td, wd), phase(Phase::Combine, tc, wc)])
     }
 
-    fn base(&self, name: &str, mode: Mode, phase: Phase, payload: Payload, tokens: usize) -> Row {
-        let s = &self.cfg.shape;
+    fn base(&self, at: At, phase: Phase) -> Row {
+        let (s, At { name, mode, payload, tokens, cycle }) = (&self.cfg.shape, at);
         Row {
             impl_name: name.into(),
             count: (tokens * s.hidden) as u64,
@@ -268,42 +275,17 @@ impl State<'_> {
             topk: Some(s.topk as u64),
             experts: Some(s.experts as u64),
             bw_definition: Some(metrics::bw_definition(mode).into()),
+            cycle,
             ..Default::default()
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn skipped(
-        &self,
-        name: &str,
-        mode: Mode,
-        phase: Phase,
-        payload: Payload,
-        tokens: usize,
-        why: &str,
-        cycle: u32,
-    ) -> Row {
-        Row {
-            status: "skipped".into(),
-            reason: Some(why.into()),
-            cycle,
-            ..self.base(name, mode, phase, payload, tokens)
-        }
+    fn skipped(&self, at: At, phase: Phase, why: &str) -> Row {
+        Row { status: "skipped".into(), reason: Some(why.into()), ..self.base(at, phase) }
     }
 
     /// Reduce one phase over ranks (every rank calls this; rank 0 keeps the row).
-    #[allow(clippy::too_many_arguments)]
-    fn row(
-        &self,
-        name: &str,
-        mode: Mode,
-        phase: Phase,
-        payload: Payload,
-        tokens: usize,
-        sms: Option<u32>,
-        m: &Measured,
-        cycle: u32,
-    ) -> Row {
+    fn row(&self, at: At, phase: Phase, sms: Option<u32>, m: &Measured) -> Row {
         let extras = [m.logical_bytes as f64, m.sent_bytes as f64, m.wire.nvl as f64, m.wire.net as f64];
         let red =
             driver::output::reduce(self.boot, self.cfg.common.average, m.timing.mean_us, &m.timing, m.wrong, &extras);
@@ -319,8 +301,7 @@ impl State<'_> {
             status: "ok".into(),
             wire_bytes: Some(metrics::Wire { nvl: red.extras[2].round() as u64, net: red.extras[3].round() as u64 }),
             sms,
-            cycle,
-            ..self.base(name, mode, phase, payload, tokens)
+            ..self.base(at, phase)
         }
     }
 }

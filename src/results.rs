@@ -142,8 +142,7 @@ pub struct Row {
     pub size_bytes: u64,
     pub count: u64,
     pub dtype: String,
-    /// out-of-place | in-place
-    pub placement: String,
+    pub placement: Placement,
     /// Mean time per operation (µs), reduced over ranks per `-a`; host enqueue time with `-C 1`.
     pub time_us: Option<f64>,
     pub p50_us: Option<f64>,
@@ -152,8 +151,7 @@ pub struct Row {
     pub busbw_gbps: Option<f64>,
     /// Wrong elements summed over ranks; null when not checked.
     pub wrong: Option<u64>,
-    /// ok | skipped | failed
-    pub status: String,
+    pub status: Status,
     pub reason: Option<String>,
     /// Sweep repetition (`-N`), from 0.
     #[serde(default)]
@@ -187,6 +185,57 @@ pub struct Row {
     pub sms: Option<u32>,
 }
 
+/// Whether a row ran: `ok`, `skipped` (cannot run here; `reason` says why) or `failed`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    #[default]
+    Ok,
+    Skipped,
+    Failed,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Skipped => "skipped",
+            Status::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where the output goes: a buffer of its own (`out-of-place`) or the input's (`in-place`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Placement {
+    #[default]
+    #[serde(rename = "out-of-place")]
+    OutOfPlace,
+    #[serde(rename = "in-place")]
+    InPlace,
+}
+
+impl Placement {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Placement::OutOfPlace => "out-of-place",
+            Placement::InPlace => "in-place",
+        }
+    }
+}
+
+impl std::fmt::Display for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Bytes by link class: `nvl` (NVLink, same host) and `net` (other hosts).
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
 pub struct WireBytes {
@@ -214,8 +263,8 @@ impl Summary {
                 measured.iter().sum::<f64>() / measured.len() as f64
             },
             rows_wrong: rows.iter().filter(|r| r.wrong.unwrap_or(0) > 0).count() as u64,
-            rows_failed: rows.iter().filter(|r| r.status == "failed").count() as u64,
-            rows_skipped: rows.iter().filter(|r| r.status == "skipped").count() as u64,
+            rows_failed: rows.iter().filter(|r| r.status == Status::Failed).count() as u64,
+            rows_skipped: rows.iter().filter(|r| r.status == Status::Skipped).count() as u64,
         }
     }
 }

@@ -8,9 +8,9 @@ mod common;
 use common::{row, run};
 
 /// `r` as a row that did not run: `status` (skipped | failed), `reason`, no measurements.
-fn not_run(r: Row, status: &str, reason: &str) -> Row {
+fn not_run(r: Row, status: Status, reason: &str) -> Row {
     Row {
-        status: status.into(),
+        status,
         reason: (!reason.is_empty()).then(|| reason.into()),
         time_us: None,
         p50_us: None,
@@ -75,10 +75,10 @@ fn fails_closed() {
         row("host", 1 << 20, 20.0, 20.0, 0),
         row("auto", 1 << 20, 5.0, 5.0, 0),
     ]);
-    let skipped = not_run(row("host", 1 << 20, 1.0, 1.0, 0), "skipped", "GIN unavailable");
+    let skipped = not_run(row("host", 1 << 20, 1.0, 1.0, 0), Status::Skipped, "GIN unavailable");
     let mut wrong = row("auto", 1 << 20, 5.0, 5.0, 0);
     wrong.wrong = Some(3);
-    let new_skipped = not_run(row("gin", 1 << 20, 1.0, 1.0, 0), "skipped", "");
+    let new_skipped = not_run(row("gin", 1 << 20, 1.0, 1.0, 0), Status::Skipped, "");
     let c = run(vec![skipped, wrong, row("nvl-ll", 1 << 20, 3.0, 3.0, 0), new_skipped]);
     let o = compare::compare(&b, &c, 0.05).unwrap();
     assert!(!o.passed);
@@ -239,8 +239,8 @@ fn a_gate_that_compares_nothing_does_not_pass() {
     let e = compare::compare(&run(vec![]), &c, 0.05).unwrap_err();
     assert!(e.contains("baseline has no rows"), "{e}");
     let all_failed = run(vec![
-        not_run(row("nvl", 1 << 20, 1.0, 1.0, 0), "failed", "timeout"),
-        not_run(row("host", 1 << 20, 1.0, 1.0, 0), "failed", "x"),
+        not_run(row("nvl", 1 << 20, 1.0, 1.0, 0), Status::Failed, "timeout"),
+        not_run(row("host", 1 << 20, 1.0, 1.0, 0), Status::Failed, "x"),
     ]);
     let e = compare::compare(&all_failed, &c, 0.05).unwrap_err();
     assert!(e.contains("no ok row"), "{e}");
@@ -300,8 +300,8 @@ fn impossible_values_are_bad_input() {
 
 #[test]
 fn not_compared_rows_are_listed_with_their_reason() {
-    let mut skipped = not_run(row("nvl", 1 << 20, 1.0, 1.0, 0), "skipped", "in place not supported");
-    skipped.placement = "in-place".into();
+    let mut skipped = not_run(row("nvl", 1 << 20, 1.0, 1.0, 0), Status::Skipped, "in place not supported");
+    skipped.placement = Placement::InPlace;
     let b = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0), row("nvl", 0, 3.0, 3.0, 0), skipped.clone()]);
     let c = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0), row("nvl", 0, 3.0, 3.0, 0), skipped]);
     let o = compare::compare(&b, &c, 0.05).unwrap();
@@ -333,7 +333,8 @@ fn the_command_refuses_empty_failed_and_impossible_files() {
     let good =
         write("good.json", &run(vec![row("nvl", 1 << 30, 100.0, 101.0, 0), row("host", 1 << 30, 90.0, 91.0, 0)]));
     let empty = write("empty.json", &run(vec![]));
-    let all_failed = write("failed.json", &run(vec![not_run(row("nvl", 1 << 30, 1.0, 1.0, 0), "failed", "timeout")]));
+    let all_failed =
+        write("failed.json", &run(vec![not_run(row("nvl", 1 << 30, 1.0, 1.0, 0), Status::Failed, "timeout")]));
     let mut zeros = run(vec![row("nvl", 1 << 30, 100.0, 101.0, 0), row("host", 1 << 30, 90.0, 91.0, 0)]);
     for r in &mut zeros.rows {
         r.time_us = Some(0.0);

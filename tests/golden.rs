@@ -6,7 +6,7 @@ use ginbench::report::{csv, json, table};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-fn row(impl_name: &str, size: u64, placement: &str, time: Option<f64>, wrong: Option<u64>, status: &str) -> Row {
+fn row(impl_name: &str, size: u64, placement: Placement, time: Option<f64>, wrong: Option<u64>, status: Status) -> Row {
     let n = 4.0;
     let (alg, bus) = match time {
         Some(t) => (Some(size as f64 / 1e3 / t), Some(size as f64 / 1e3 / t * (n - 1.0) / n)),
@@ -17,16 +17,16 @@ fn row(impl_name: &str, size: u64, placement: &str, time: Option<f64>, wrong: Op
         size_bytes: size,
         count: size / 4 / 4,
         dtype: "float".into(),
-        placement: placement.into(),
+        placement,
         time_us: time,
         p50_us: time.map(|t| t * 0.99),
         p99_us: time.map(|t| t * 1.2),
         algbw_gbps: alg,
         busbw_gbps: bus,
         wrong,
-        status: status.into(),
+        status,
         reason: match status {
-            "skipped" => Some("in place not supported: push kernels store into peers' buffers".into()),
+            Status::Skipped => Some("in place not supported: push kernels store into peers' buffers".into()),
             _ if wrong.is_none() => Some("not checked: NCCL does not define in-place alltoall".into()),
             _ => None,
         },
@@ -42,10 +42,10 @@ fn sample() -> Run {
     let mut vars = BTreeMap::new();
     vars.insert("NCCL_NVLS_ENABLE".to_string(), "0".to_string());
     let rows = vec![
-        row("host", 1048576, "out-of-place", Some(40.1234), Some(0), "ok"),
-        row("host", 1048576, "in-place", Some(40.52), None, "ok"),
-        row("nvl", 2147483648, "out-of-place", Some(4519.94), Some(0), "ok"),
-        row("nvl", 2147483648, "in-place", None, None, "skipped"),
+        row("host", 1048576, Placement::OutOfPlace, Some(40.1234), Some(0), Status::Ok),
+        row("host", 1048576, Placement::InPlace, Some(40.52), None, Status::Ok),
+        row("nvl", 2147483648, Placement::OutOfPlace, Some(4519.94), Some(0), Status::Ok),
+        row("nvl", 2147483648, Placement::InPlace, None, None, Status::Skipped),
     ];
     Run {
         schema: SCHEMA.into(),

@@ -8,7 +8,7 @@ use crate::harness::check::Checker;
 use crate::harness::{self, sizes, watchdog, LoopParams};
 use crate::nccl::{self, DevMem, Registration};
 use crate::report::table;
-use crate::results::{Env, Row, Summary};
+use crate::results::{Env, Placement, Row, Status, Summary};
 
 const GIB: u64 = 1 << 30;
 
@@ -123,7 +123,7 @@ fn sweep_impls(r: &Rank, cfg: &Config, sweep: &[u64], checker: &mut Checker, out
             let bytes_per_peer = count * cfg.dtype.size();
             let mut rows = vec![];
             for inplace in [false, true] {
-                let placement = if inplace { "in-place" } else { "out-of-place" };
+                let placement = if inplace { Placement::InPlace } else { Placement::OutOfPlace };
                 let skip = match &imp {
                     Err(why) => Some(why.clone()),
                     Ok(imp) => imp.unsupported(bytes_per_peer).or_else(|| match imp.in_place(bytes_per_peer) {
@@ -264,14 +264,14 @@ fn measure(r: &Rank, imp: &dyn super::Impl, cfg: &Config, case: &Case, checker: 
 }
 
 /// A row that did not run, for `reason` (the same on every rank).
-fn skipped(cfg: &Config, n: u64, impl_name: &str, count: u64, placement: &str, cycle: u32, reason: String) -> Row {
+fn skipped(cfg: &Config, n: u64, impl_name: &str, count: u64, placement: Placement, cycle: u32, reason: String) -> Row {
     Row {
         impl_name: impl_name.into(),
         size_bytes: n * count * cfg.dtype.size(),
         count,
         dtype: cfg.dtype.name().into(),
-        placement: placement.into(),
-        status: "skipped".into(),
+        placement,
+        status: Status::Skipped,
         reason: Some(reason),
         cycle,
         ..Default::default()
@@ -279,7 +279,15 @@ fn skipped(cfg: &Config, n: u64, impl_name: &str, count: u64, placement: &str, c
 }
 
 /// One measurement reduced over ranks into a row (every rank calls this; rank 0 keeps it).
-fn measured(r: &Rank, cfg: &Config, impl_name: &str, count: u64, placement: &str, cycle: u32, m: &Measured) -> Row {
+fn measured(
+    r: &Rank,
+    cfg: &Config,
+    impl_name: &str,
+    count: u64,
+    placement: Placement,
+    cycle: u32,
+    m: &Measured,
+) -> Row {
     let n = r.boot.size();
     let mine = if cfg.cputime { m.timing.cpu_us } else { m.timing.mean_us };
     let red = driver::output::reduce(r.boot, cfg.common.average, mine, &m.timing, m.wrong, &[]);
@@ -290,14 +298,14 @@ fn measured(r: &Rank, cfg: &Config, impl_name: &str, count: u64, placement: &str
         size_bytes,
         count,
         dtype: cfg.dtype.name().into(),
-        placement: placement.into(),
+        placement,
         time_us: Some(red.time_us),
         p50_us: red.p50_us,
         p99_us: red.p99_us,
         algbw_gbps: Some(alg),
         busbw_gbps: Some(bus),
         wrong: red.wrong,
-        status: "ok".into(),
+        status: Status::Ok,
         reason: m.note.filter(|_| cfg.common.check > 0).map(String::from),
         cycle,
         ..Default::default()

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::harness::{self, watchdog, LoopParams};
 use crate::nccl::Comm;
 use crate::report::table;
-use crate::results::{Env, Row, Summary};
+use crate::results::{Env, Placement, Row, Status, Summary};
 
 impl Benchmark for Config {
     const PROG: &'static str = "ep_perf";
@@ -267,7 +267,7 @@ impl State<'_> {
             impl_name: name.into(),
             count: (tokens * s.hidden) as u64,
             dtype: if phase == Phase::Dispatch { payload.name() } else { "bf16" }.into(),
-            placement: "out-of-place".into(),
+            placement: Placement::OutOfPlace,
             mode: Some(mode.name().into()),
             phase: Some(phase.name().into()),
             tokens: Some(tokens as u64),
@@ -281,7 +281,7 @@ impl State<'_> {
     }
 
     fn skipped(&self, at: At, phase: Phase, why: &str) -> Row {
-        Row { status: "skipped".into(), reason: Some(why.into()), ..self.base(at, phase) }
+        Row { status: Status::Skipped, reason: Some(why.into()), ..self.base(at, phase) }
     }
 
     /// Reduce one phase over ranks (every rank calls this; rank 0 keeps the row).
@@ -298,7 +298,7 @@ impl State<'_> {
             algbw_gbps: Some(bw),
             bw_gbps: Some(bw),
             wrong: red.wrong,
-            status: "ok".into(),
+            status: Status::Ok,
             wire_bytes: Some(metrics::Wire { nvl: red.extras[2].round() as u64, net: red.extras[3].round() as u64 }),
             sms,
             ..self.base(at, phase)

@@ -8,7 +8,7 @@
 //! and a gate that compares nothing never passes: an empty baseline, one without an ok row, one
 //! whose rows match nothing that can be timed, and impossible values (NaN, infinite, zero or
 //! negative times and bandwidths) are bad input.
-use super::schema::{Row, Run};
+use super::schema::{Row, Run, Status};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -97,10 +97,10 @@ pub fn key(benchmark: &str, r: &Row) -> String {
 
 /// Why a row was not measured: "skipped (REASON)" from its first row that is not ok.
 fn not_run(rows: &[&Row]) -> String {
-    match rows.iter().find(|r| r.status != "ok") {
+    match rows.iter().find(|r| r.status != Status::Ok) {
         Some(r) => match &r.reason {
             Some(why) if !why.is_empty() => format!("{} ({why})", r.status),
-            _ => r.status.clone(),
+            _ => r.status.to_string(),
         },
         None => "ok without a time".into(),
     }
@@ -142,7 +142,7 @@ pub fn check_baseline(run: &Run) -> Result<(), String> {
     if run.rows.is_empty() {
         return Err("baseline has no rows: a gate that compares nothing cannot pass".into());
     }
-    if !run.rows.iter().any(|r| r.status == "ok" && r.time_us.is_some()) {
+    if !run.rows.iter().any(|r| r.status == Status::Ok && r.time_us.is_some()) {
         return Err(format!(
             "baseline has no ok row to compare ({} rows, none ok with a time): a gate that compares nothing cannot pass",
             run.rows.len()
@@ -164,11 +164,11 @@ fn mean(v: &[f64]) -> Option<f64> {
 }
 
 fn ok_times(rows: &[&Row]) -> Vec<f64> {
-    rows.iter().filter(|r| r.status == "ok").filter_map(|r| r.time_us).collect()
+    rows.iter().filter(|r| r.status == Status::Ok).filter_map(|r| r.time_us).collect()
 }
 
 fn busbw(rows: &[&Row]) -> Option<f64> {
-    mean(&rows.iter().filter(|r| r.status == "ok").filter_map(|r| r.busbw_gbps).collect::<Vec<_>>())
+    mean(&rows.iter().filter(|r| r.status == Status::Ok).filter_map(|r| r.busbw_gbps).collect::<Vec<_>>())
 }
 
 /// What differs between the two environments, in the fields that explain performance.
@@ -259,7 +259,7 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
                 format!("baseline {}; runs in the candidate", not_run(b))
             };
         } else if c_times.is_empty() {
-            let st = c.iter().find(|r| r.status != "ok");
+            let st = c.iter().find(|r| r.status != Status::Ok);
             finding.verdict = Verdict::NewlySkipped;
             finding.detail = format!(
                 "{} in the candidate: {}",

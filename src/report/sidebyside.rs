@@ -4,7 +4,7 @@
 //! and time per phase and tokens per rank, with ratios to the first run, and SVG plots; written as
 //! Markdown and HTML.
 use super::plots::{self, Series};
-use super::schema::{Row, Run};
+use super::schema::{Row, Run, Status};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
 
@@ -28,8 +28,8 @@ type Stats = BTreeMap<(String, String, String, u64), (f64, Option<f64>)>;
 
 fn stats(run: &Run) -> Stats {
     let mut acc: BTreeMap<(String, String, String, u64), Vec<&Row>> = BTreeMap::new();
-    for r in run.rows.iter().filter(|r| r.status == "ok" && r.time_us.is_some()) {
-        acc.entry((r.impl_name.clone(), r.dtype.clone(), r.placement.clone(), r.size_bytes)).or_default().push(r);
+    for r in run.rows.iter().filter(|r| r.status == Status::Ok && r.time_us.is_some()) {
+        acc.entry((r.impl_name.clone(), r.dtype.clone(), r.placement.to_string(), r.size_bytes)).or_default().push(r);
     }
     acc.into_iter()
         .map(|(k, rows)| {
@@ -48,7 +48,7 @@ fn mean(v: impl Iterator<Item = f64> + Clone) -> Option<f64> {
 /// Every value a report plots (time, busbw, bw of ok rows) must fit a plot axis; the error names
 /// the row and the field.
 pub fn check_plottable(run: &Run) -> Result<(), String> {
-    for r in run.rows.iter().filter(|r| r.status == "ok") {
+    for r in run.rows.iter().filter(|r| r.status == Status::Ok) {
         for (field, v) in [("time_us", r.time_us), ("busbw_gbps", r.busbw_gbps), ("bw_gbps", r.bw_gbps)] {
             if let Some(v) = v.filter(|v| !plots::plottable(*v)) {
                 return Err(format!(
@@ -264,7 +264,7 @@ type EpStats = BTreeMap<(EpSection, String, u64), (f64, Option<f64>)>;
 fn ep_stats(run: &Run) -> EpStats {
     let mut acc: BTreeMap<(EpSection, String, u64), Vec<&Row>> = BTreeMap::new();
     for (sec, r) in ep_sections(run) {
-        if r.status == "ok" && r.time_us.is_some() {
+        if r.status == Status::Ok && r.time_us.is_some() {
             acc.entry((sec, r.phase.clone().unwrap_or_default(), r.tokens.unwrap_or(0))).or_default().push(r);
         }
     }
@@ -338,7 +338,7 @@ fn ep_build(runs: &[Labeled], dir: &Path) -> Result<Vec<Block>, String> {
         let mut defs: Vec<(String, String)> = vec![];
         for l in runs {
             for (s, r) in ep_sections(&l.run) {
-                if let (true, Some(d)) = (&s == sec && r.status == "ok", &r.bw_definition) {
+                if let (true, Some(d)) = (&s == sec && r.status == Status::Ok, &r.bw_definition) {
                     if !defs.iter().any(|(lab, x)| lab == &l.label && x == d) {
                         defs.push((l.label.clone(), d.clone()));
                     }
@@ -405,7 +405,7 @@ fn ep_build(runs: &[Labeled], dir: &Path) -> Result<Vec<Block>, String> {
     let mut not_run = vec![vec!["run".to_string(), "not measured".into(), "why".into()]];
     for l in runs {
         let mut by_why: Vec<(String, Vec<String>)> = vec![];
-        for (sec, r) in ep_sections(&l.run).into_iter().filter(|(_, r)| r.status != "ok") {
+        for (sec, r) in ep_sections(&l.run).into_iter().filter(|(_, r)| r.status != Status::Ok) {
             let why = format!("{}{}", r.status, r.reason.as_ref().map(|w| format!(": {w}")).unwrap_or_default());
             let what = format!("{} {} {}", sec.imp, sec.mode.to_uppercase(), sec.dispatch);
             match by_why.iter_mut().find(|(w, _)| *w == why) {

@@ -1,6 +1,6 @@
 //! The nccl-tests table: same columns, widths and number formats, so existing parsers keep
 //! working. Extra columns (per-iteration p50 / p99) appear only with `-I 1`.
-use super::schema::Row;
+use super::schema::{Row, Status};
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Style {
@@ -85,7 +85,7 @@ pub fn header(style: Style) -> String {
 }
 
 fn placement(r: &Row, style: Style) -> String {
-    if r.status != "ok" {
+    if r.status != Status::Ok {
         // A placement that did not run (its reason is on a `#` line): `nan` where nccl-tests
         // always prints a number, so parsers that convert every column still read the line,
         // and `N/A` in #wrong as nccl-tests prints for an unchecked run.
@@ -115,7 +115,7 @@ fn placement(r: &Row, style: Style) -> String {
 /// One size: the out-of-place and in-place measurements on one line (nccl-tests layout), or
 /// None when neither ran (their reasons go on `#` lines: see `reason`).
 pub fn line(out: &Row, inp: &Row, style: Style) -> Option<String> {
-    if out.status != "ok" && inp.status != "ok" {
+    if out.status != Status::Ok && inp.status != Status::Ok {
         return None;
     }
     let mut s = format!("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}", out.size_bytes, out.count, out.dtype, "none", -1);
@@ -127,7 +127,7 @@ pub fn line(out: &Row, inp: &Row, style: Style) -> Option<String> {
 
 /// The comment line explaining a row that did not run (print each reason once per table).
 pub fn reason(r: &Row) -> Option<String> {
-    (r.status != "ok").then(|| format!("# {}: {}\n", r.status, r.reason.as_deref().unwrap_or("no reason given")))
+    (r.status != Status::Ok).then(|| format!("# {}: {}\n", r.status, r.reason.as_deref().unwrap_or("no reason given")))
 }
 
 /// The reason lines of `rows` not yet in `shown` (each reason once per table).
@@ -158,7 +158,7 @@ pub fn ep_header() -> String {
 }
 
 fn ep_group(r: &Row) -> String {
-    if r.status != "ok" {
+    if r.status != Status::Ok {
         return format!("  {:>8}  {:>8}  {:>8}  {:>8}  {:>6}", "nan", "nan", "nan", "nan", "N/A");
     }
     let f = |v: Option<f64>| v.map(|v| fit(v, 8)).unwrap_or_else(|| "N/A".into());
@@ -169,7 +169,7 @@ fn ep_group(r: &Row) -> String {
 /// One EP line: tokens per rank, bytes the rank sends in dispatch, dispatch payload type, then
 /// the dispatch and combine measurements; None when neither ran.
 pub fn ep_line(dispatch: &Row, combine: &Row) -> Option<String> {
-    if dispatch.status != "ok" && combine.status != "ok" {
+    if dispatch.status != Status::Ok && combine.status != Status::Ok {
         return None;
     }
     Some(format!(
@@ -209,10 +209,10 @@ mod tests {
             algbw_gbps: Some(26.2),
             busbw_gbps: Some(19.7),
             wrong: Some(0),
-            status: "ok".into(),
+            status: Status::Ok,
             ..Default::default()
         };
-        let skipped = Row { status: "skipped".into(), reason: Some("in place not supported".into()), ..ok.clone() };
+        let skipped = Row { status: Status::Skipped, reason: Some("in place not supported".into()), ..ok.clone() };
         for style in [Style::default(), Style { per_iter: true, cputime: false }] {
             let mut t = header(style);
             t += &line(&ok, &skipped, style).unwrap();
@@ -251,10 +251,10 @@ mod tests {
             p99_us: Some(44.25),
             bw_gbps: Some(353.7),
             wrong: Some(0),
-            status: "ok".into(),
+            status: Status::Ok,
             ..Default::default()
         };
-        let c = Row { status: "skipped".into(), ..d.clone() };
+        let c = Row { status: Status::Skipped, ..d.clone() };
         let line = ep_line(&d, &c).unwrap();
         assert_eq!(
             line,

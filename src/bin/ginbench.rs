@@ -44,8 +44,9 @@ enum Cmd {
         junit: Option<PathBuf>,
     },
     /// Side-by-side report of runs (e.g. two clusters): environments and their differences,
-    /// busbw / time per size and impl with ratios to the first run, SVG plots; Markdown and HTML.
-    /// Exit 2 on bad input.
+    /// busbw / time per size and impl (EP: bw / time per phase and tokens per rank, per impl, mode
+    /// and dispatch dtype) with ratios to the first run, SVG plots; Markdown and HTML.
+    /// Exit 2 on bad input (also: mixed benchmarks, values no plot can hold).
     Report {
         #[arg(required = true)]
         runs: Vec<PathBuf>,

@@ -1,8 +1,10 @@
 //! ginbench: benchmarks for the communication Mixture-of-Experts models live on.
 //!
 //! Layers, bottom up: `nccl` and `cuda` (FFI and safe wrappers), `bootstrap` (MPI or threads),
-//! `harness` (timing, checking, sizes, watchdog), the benchmarks (`alltoall`), and `report`
-//! (table, JSON, CSV), which never touches CUDA.
+//! `harness` (timing, checking, sizes, watchdog), `results` (the typed results document),
+//! `environment` (what the machine is), `gin_transport` / `gin_backend` (how GIN runs), the one run
+//! driver (`driver`), the benchmarks (`alltoall`, `ep`), and `report` (table, JSON, CSV, compare,
+//! side-by-side reports), which never touches CUDA.
 pub mod alltoall;
 pub mod bootstrap;
 pub mod cuda;

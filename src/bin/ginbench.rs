@@ -1,5 +1,5 @@
 use clap::{Parser, Subcommand};
-use ginbench::environment::node as sysinfo;
+use ginbench::environment::node;
 use ginbench::error::{die, Exit};
 use ginbench::report::{compare, json, sidebyside, write_atomic};
 
@@ -164,11 +164,11 @@ fn main() {
     });
     match cli.cmd {
         Cmd::Env { json } => {
-            let r = sysinfo::collect();
+            let r = node::collect();
             if json {
                 println!("{}", serde_json::to_string_pretty(&r.env).expect("env serializes"));
             } else {
-                print!("{}", sysinfo::render(&r));
+                print!("{}", node::render(&r));
             }
             std::process::exit(if r.problems.is_empty() { 0 } else { Exit::Environment as i32 });
         }

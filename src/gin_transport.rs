@@ -54,7 +54,7 @@ impl GinTransport {
             }
             Ok(ranks / nodes)
         } else {
-            if gin.kind == "none" {
+            if gin.kind == crate::results::GinKind::None {
                 return Err(format!("GIN unavailable: {}", gin.reason));
             }
             compat::request_gin(reqs);

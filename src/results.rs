@@ -96,9 +96,8 @@ pub struct NcclInfo {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Gin {
-    /// none | proxy | gdaki | gpi | efa-gda | emulated
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: GinKind,
     pub reason: String,
     /// full (every rank) | rail (same rail only) | none
     #[serde(default)]
@@ -113,6 +112,55 @@ pub struct Gin {
     /// Nodes as NCCL sees them (distinct host ids; virtual nodes count as nodes).
     #[serde(default)]
     pub nodes: usize,
+}
+
+/// The GIN backend type NCCL offers (`NCCL_GIN_TYPE` numbers), `none`, or `available` where
+/// NCCL 2.28 says GIN works but cannot name the type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GinKind {
+    #[default]
+    None,
+    Proxy,
+    Gdaki,
+    Gpi,
+    EfaGda,
+    Emulated,
+    Available,
+    Unknown,
+}
+
+impl GinKind {
+    /// From NCCL's `NCCL_GIN_TYPE` / `ncclGinType_t` number.
+    pub fn from_nccl_type(t: i32) -> GinKind {
+        match t {
+            0 => GinKind::None,
+            2 => GinKind::Proxy,
+            3 => GinKind::Gdaki,
+            4 => GinKind::Gpi,
+            5 => GinKind::EfaGda,
+            _ => GinKind::Unknown,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GinKind::None => "none",
+            GinKind::Proxy => "proxy",
+            GinKind::Gdaki => "gdaki",
+            GinKind::Gpi => "gpi",
+            GinKind::EfaGda => "efa-gda",
+            GinKind::Emulated => "emulated",
+            GinKind::Available => "available",
+            GinKind::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for GinKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 fn nccl_backend() -> String {

@@ -71,7 +71,7 @@ fn sample() -> Run {
             cuda: "13.0".into(),
             nccl: NcclInfo { header: 22809, library: 22809, path: "/opt/nccl/lib/libnccl.so.2".into() },
             gin: Gin {
-                kind: "none".into(),
+                kind: GinKind::None,
                 reason: "GIN not supported.".into(),
                 connection: "none".into(),
                 backend: "nccl".into(),

@@ -6,7 +6,7 @@ use ginbench::report::{json, plots};
 mod common;
 
 /// Two sizes of nvl at 100 × `scale` GB/s algbw, on a cluster described by `gpu` and `gin`.
-fn run(gpu: &str, gin: &str, scale: f64) -> Run {
+fn run(gpu: &str, gin: GinKind, scale: f64) -> Run {
     let rows = [1u64 << 20, 1 << 30]
         .iter()
         .map(|&size| {
@@ -17,7 +17,7 @@ fn run(gpu: &str, gin: &str, scale: f64) -> Run {
     let mut r = common::run(rows);
     r.env.ranks = 16;
     r.env.gpus = vec![Gpu { name: gpu.into(), ..Default::default() }];
-    r.env.gin = Gin { kind: gin.into(), reason: String::new(), connection: "full".into(), ..Default::default() };
+    r.env.gin = Gin { kind: gin, reason: String::new(), connection: "full".into(), ..Default::default() };
     r
 }
 
@@ -25,8 +25,8 @@ fn run(gpu: &str, gin: &str, scale: f64) -> Run {
 fn two_clusters_side_by_side() {
     let dir = std::env::temp_dir().join(format!("ginbench-report-{}", std::process::id()));
     let runs = vec![
-        Labeled { label: "efa".into(), run: run("NVIDIA H200", "proxy", 1.0) },
-        Labeled { label: "ib".into(), run: run("NVIDIA H200", "gdaki", 2.0) },
+        Labeled { label: "efa".into(), run: run("NVIDIA H200", GinKind::Proxy, 1.0) },
+        Labeled { label: "ib".into(), run: run("NVIDIA H200", GinKind::Gdaki, 2.0) },
     ];
     sidebyside::write(&runs, &dir).unwrap();
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
@@ -40,9 +40,10 @@ fn two_clusters_side_by_side() {
         assert!(svg.starts_with("<svg") && svg.contains("<polyline") && svg.contains(">\nib\n<"), "{f}");
     }
     // A run of another benchmark is refused, not mixed in.
-    let mut ep = run("NVIDIA H200", "none", 1.0);
+    let mut ep = run("NVIDIA H200", GinKind::None, 1.0);
     ep.benchmark = "ep".into();
-    let bad = vec![Labeled { label: "a".into(), run: run("x", "none", 1.0) }, Labeled { label: "b".into(), run: ep }];
+    let bad =
+        vec![Labeled { label: "a".into(), run: run("x", GinKind::None, 1.0) }, Labeled { label: "b".into(), run: ep }];
     assert!(sidebyside::write(&bad, &dir).unwrap_err().contains("'ep' run"));
     // The command: bad input is exit 2 with one line.
     let p = dir.join("a.json");
@@ -69,7 +70,7 @@ fn impossible_or_unplottable_values_are_bad_input_not_a_hang() {
     let gb = env!("CARGO_BIN_EXE_ginbench");
     // three cycles of every row, as `-N 3` writes them
     let with_times = |name: &str, t: f64| {
-        let mut r = run("NVIDIA H200", "none", 1.0);
+        let mut r = run("NVIDIA H200", GinKind::None, 1.0);
         r.rows = (0..3u32)
             .flat_map(|cycle| {
                 r.rows.iter().map(move |row| Row {
@@ -114,7 +115,7 @@ fn impossible_or_unplottable_values_are_bad_input_not_a_hang() {
         assert!(e.contains("cannot be plotted"), "{e}");
     }
     // the library refuses NaN too (JSON cannot carry it, a caller can)
-    let mut nan = run("NVIDIA H200", "none", 1.0);
+    let mut nan = run("NVIDIA H200", GinKind::None, 1.0);
     nan.rows[0].time_us = Some(f64::NAN);
     let e = sidebyside::write(&[Labeled { label: "a".into(), run: nan }], &dir.join("nan")).unwrap_err();
     assert!(e.contains("time_us") && e.contains("NaN"), "{e}");
@@ -205,7 +206,7 @@ fn the_command_labels_colliding_files_and_refuses_mixed_benchmarks() {
         json::write(&dir.join(sub).join("ll.json"), &ep(ranks, scale)).unwrap();
     }
     let a2a = dir.join("a2a.json");
-    json::write(&a2a, &run("NVIDIA H200", "none", 1.0)).unwrap();
+    json::write(&a2a, &run("NVIDIA H200", GinKind::None, 1.0)).unwrap();
     let gb = env!("CARGO_BIN_EXE_ginbench");
     let out = dir.join("out");
     let (x2, x4) = (dir.join("h200x2/ll.json"), dir.join("h200x4/ll.json"));
@@ -234,11 +235,11 @@ fn the_command_labels_colliding_files_and_refuses_mixed_benchmarks() {
 #[test]
 fn a_loopback_run_beside_a_network_run_is_flagged() {
     let dir = std::env::temp_dir().join(format!("ginbench-report-loopback-{}", std::process::id()));
-    let mut lo = run("NVIDIA H200", "proxy", 1.0);
+    let mut lo = run("NVIDIA H200", GinKind::Proxy, 1.0);
     lo.env.gin.backend = "loopback".into();
     lo.env.gin.nodes = 1;
     let runs = vec![
-        Labeled { label: "ib".into(), run: run("NVIDIA H200", "gdaki", 2.0) },
+        Labeled { label: "ib".into(), run: run("NVIDIA H200", GinKind::Gdaki, 2.0) },
         Labeled { label: "loopback".into(), run: lo },
     ];
     sidebyside::write(&runs, &dir).unwrap();

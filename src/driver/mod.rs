@@ -66,7 +66,7 @@ fn run_rank<B: Benchmark>(bench: &B, boot: &dyn Bootstrap, device: usize) -> Res
     let comm = Comm::bootstrap(boot)?;
     watchdog::beat();
     let env = crate::environment::gather(boot, &gpu, gin)?;
-    if c.require_gin && env.gin.kind == "none" {
+    if c.require_gin && env.gin.kind == crate::results::GinKind::None {
         if let Some(name) = bench.real_gin_impls().first() {
             return Err(Error::env(
                 format!("{name} needs GIN (--require-gin) and GIN is unavailable: {}", env.gin.reason),

@@ -3,7 +3,7 @@
 //! `ginbench env` ([`node`]).
 pub mod node;
 
-use crate::results::{Env, Gin, Gpu as GpuInfo, NcclInfo, NetDevice, Network};
+use crate::results::{Env, Gin, GinKind, Gpu as GpuInfo, NcclInfo, NetDevice, Network};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
@@ -63,7 +63,7 @@ pub fn gin_network_hint(net: &Network) -> String {
 /// NCCL's answer about GIN, completed by what the network says when GIN is unavailable.
 pub fn gin_with_hint(mut gin: Gin, net: &Network) -> Gin {
     let hint = gin_network_hint(net);
-    if gin.kind == "none" && !hint.is_empty() {
+    if gin.kind == GinKind::None && !hint.is_empty() {
         gin.reason = if gin.reason.is_empty() { hint } else { format!("{}; {hint}", gin.reason) };
     }
     gin

@@ -21,7 +21,7 @@ pub fn collect() -> NodeReport {
     let mut problems = vec![];
     let nccl = nccl::load().map_err(|e| problems.push(e.to_string())).ok();
     let mut p2p = vec![];
-    let (mut gpus, mut gin) = (vec![], Gin { kind: "none".into(), ..Default::default() });
+    let (mut gpus, mut gin) = (vec![], Gin::default());
     match cuda::device_count() {
         Err(e) => problems.push(e.to_string()),
         Ok(0) => problems.push("no GPU visible to CUDA".into()),

@@ -12,7 +12,7 @@
 //! the same headers, so no default is copied here by hand.
 use super::{ffi, lib, Comm};
 use crate::error::Result;
-use crate::results::Gin;
+use crate::results::{Gin, GinKind};
 
 mod init {
     include!(concat!(env!("OUT_DIR"), "/nccl_initializers.rs"));
@@ -77,24 +77,24 @@ pub fn probe_gin(comm: &Comm) -> Gin {
     let mut p: ffi::ncclCommProperties = unsafe { std::ptr::read_unaligned(init::COMM_PROPERTIES.as_ptr().cast()) };
     if let Err(e) = comm.check(unsafe { lib().ncclCommQueryProperties(comm.raw(), &mut p) }, "ncclCommQueryProperties")
     {
-        return Gin { kind: "none".into(), reason: e.msg, connection: "none".into(), ..Default::default() };
+        return Gin { kind: GinKind::None, reason: e.msg, connection: "none".into(), ..Default::default() };
     }
     let (full, railed) = (p.ginType.0 as i32, p.railedGinType.0 as i32);
     match (full, railed) {
         (0, 0) => Gin {
-            kind: "none".into(),
+            kind: GinKind::None,
             reason: "ncclCommQueryProperties: no GIN backend on every rank (ginType NONE)".into(),
             connection: "none".into(),
             ..Default::default()
         },
         (0, t) => Gin {
-            kind: gin_type_name(t).into(),
+            kind: GinKind::from_nccl_type(t),
             reason: "GIN only between ranks of the same rail (no cross-rail connectivity)".into(),
             connection: "rail".into(),
             ..Default::default()
         },
         (t, _) => Gin {
-            kind: gin_type_name(t).into(),
+            kind: GinKind::from_nccl_type(t),
             reason: "ncclCommQueryProperties".into(),
             connection: "full".into(),
             ..Default::default()
@@ -113,26 +113,14 @@ pub fn probe_gin(comm: &Comm) -> Gin {
         Ok(_dc) => Gin {
             kind: std::env::var("NCCL_GIN_TYPE")
                 .ok()
-                .map(|t| gin_type_name(t.parse().unwrap_or(-1)).to_string())
-                .unwrap_or_else(|| "available".into()),
+                .map(|t| GinKind::from_nccl_type(t.parse().unwrap_or(-1)))
+                .unwrap_or(GinKind::Available),
             reason: "ncclDevCommCreate with GIN succeeded (NCCL 2.28 cannot name the GIN type; NCCL_GIN_TYPE pins it)"
                 .into(),
             connection: "full".into(),
             ..Default::default()
         },
-        Err(e) => Gin { kind: "none".into(), reason: e.msg, connection: "none".into(), ..Default::default() },
-    }
-}
-
-/// NCCL_GIN_TYPE numbers as NCCL defines them.
-pub fn gin_type_name(t: i32) -> &'static str {
-    match t {
-        0 => "none",
-        2 => "proxy",
-        3 => "gdaki",
-        4 => "gpi",
-        5 => "efa-gda",
-        _ => "unknown",
+        Err(e) => Gin { kind: GinKind::None, reason: e.msg, connection: "none".into(), ..Default::default() },
     }
 }
 
@@ -163,8 +151,8 @@ mod tests {
 
     #[test]
     fn gin_type_names() {
-        assert_eq!(gin_type_name(3), "gdaki");
-        assert_eq!(gin_type_name(5), "efa-gda");
-        assert_eq!(gin_type_name(9), "unknown");
+        assert_eq!(GinKind::from_nccl_type(3).as_str(), "gdaki");
+        assert_eq!(GinKind::from_nccl_type(5).as_str(), "efa-gda");
+        assert_eq!(GinKind::from_nccl_type(9).as_str(), "unknown");
     }
 }

@@ -199,7 +199,7 @@ pub fn env_differences(a: &Run, b: &Run) -> Vec<String> {
         ("GPU", gpu(a), gpu(b)),
         ("ranks", a.env.ranks.to_string(), b.env.ranks.to_string()),
         ("hosts", a.env.hosts.len().to_string(), b.env.hosts.len().to_string()),
-        ("GIN type", a.env.gin.kind.clone(), b.env.gin.kind.clone()),
+        ("GIN type", a.env.gin.kind.to_string(), b.env.gin.kind.to_string()),
         ("GIN backend", gin_backend(a).into(), gin_backend(b).into()),
         ("network", a.env.network.kind.clone(), b.env.network.kind.clone()),
         ("driver", a.env.driver.clone(), b.env.driver.clone()),

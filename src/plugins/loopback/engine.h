@@ -26,6 +26,8 @@ Result closeColl(void* collComm);
 Result regMrSym(void* collComm, void* data, size_t size, int type, uint64_t mrFlags, void** mhandle);
 Result deregMrSym(void* collComm, void* mhandle);
 
+// Field order matters: the exports build it positionally (context, source, size, destination,
+// rank, then the signal).
 struct PutArgs {
   int context = 0;
   uint64_t srcOff = 0;

@@ -116,31 +116,15 @@ Result ginRegMrSym(void* collComm, void* data, size_t size, int type, uint64_t m
 
 Result ginIput(void* collComm, uint64_t srcOff, void* srcMhandle, size_t size, uint64_t dstOff, void* dstMhandle,
                uint32_t rank, void** request) {
-  PutArgs a;
-  a.srcOff = srcOff;
-  a.srcMhandle = srcMhandle;
-  a.size = size;
-  a.dstOff = dstOff;
-  a.dstMhandle = dstMhandle;
-  a.rank = rank;
+  const PutArgs a{0, srcOff, srcMhandle, size, dstOff, dstMhandle, rank};
   return put(collComm, a, request);
 }
 
 Result ginIputSignal(void* collComm, uint64_t srcOff, void* srcMhandle, size_t size, uint64_t dstOff,
                      void* dstMhandle, uint32_t rank, uint64_t signalOff, void* signalMhandle, uint64_t signalValue,
                      uint32_t signalOp, void** request) {
-  PutArgs a;
-  a.srcOff = srcOff;
-  a.srcMhandle = srcMhandle;
-  a.size = size;
-  a.dstOff = dstOff;
-  a.dstMhandle = dstMhandle;
-  a.rank = rank;
-  a.withSignal = true;
-  a.signalOff = signalOff;
-  a.signalMhandle = signalMhandle;
-  a.signalValue = signalValue;
-  a.signalOp = signalOp;
+  const PutArgs a{0,  srcOff, srcMhandle, size, dstOff, dstMhandle, rank,
+                  true, signalOff, signalMhandle, signalValue, signalOp};
   return put(collComm, a, request);
 }
 

@@ -60,14 +60,7 @@ Result rmaIput(void* rmaCtx, int context, uint64_t srcOff, void* srcMhandle, siz
                void* dstMhandle, uint32_t rank, void** request) {
   void* comm = commOfContextSet(rmaCtx);
   if (comm == nullptr) return kInvalidArgument;
-  PutArgs a;
-  a.context = context;
-  a.srcOff = srcOff;
-  a.srcMhandle = srcMhandle;
-  a.size = size;
-  a.dstOff = dstOff;
-  a.dstMhandle = dstMhandle;
-  a.rank = rank;
+  const PutArgs a{context, srcOff, srcMhandle, size, dstOff, dstMhandle, rank};
   return put(comm, a, request);
 }
 
@@ -77,19 +70,8 @@ Result rmaIputSignal(void* rmaCtx, int context, uint64_t srcOff, void* srcMhandl
                      uint32_t signalOp, bool /*isStrongSignal*/, void** request) {
   void* comm = commOfContextSet(rmaCtx);
   if (comm == nullptr) return kInvalidArgument;
-  PutArgs a;
-  a.context = context;
-  a.srcOff = srcOff;
-  a.srcMhandle = srcMhandle;
-  a.size = size;
-  a.dstOff = dstOff;
-  a.dstMhandle = dstMhandle;
-  a.rank = rank;
-  a.withSignal = true;
-  a.signalOff = signalOff;
-  a.signalMhandle = signalMhandle;
-  a.signalValue = signalValue;
-  a.signalOp = signalOp;
+  const PutArgs a{context,  srcOff, srcMhandle, size, dstOff, dstMhandle, rank,
+                  true, signalOff, signalMhandle, signalValue, signalOp};
   return put(comm, a, request);
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "../abi_v11.h"
+#include "barrier.h"
 #include "../abi_v14.h"
 #include "../log.h"
 #include "../objects.h"
@@ -75,27 +76,6 @@ static void configure(const char* chaos, const char* brk, const char* timeout = 
   void* ctx = nullptr;
   if (ncclGinPlugin_v11.init(&ctx, 1, nullptr) == kSuccess) ncclGinPlugin_v11.finalize(ctx);
 }
-
-class Barrier {
- public:
-  explicit Barrier(int n) : n_(n) {}
-  void wait() {
-    std::unique_lock<std::mutex> lock(m_);
-    int gen = gen_;
-    if (++count_ == n_) {
-      count_ = 0;
-      gen_++;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return gen != gen_; });
-    }
-  }
-
- private:
-  std::mutex m_;
-  std::condition_variable cv_;
-  int n_, count_ = 0, gen_ = 0;
-};
 
 static void runRanks(int n, const std::function<void(int)>& body) {
   std::vector<std::thread> threads;

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "../abi_v11.h"
+#include "barrier.h"
 
 using namespace gbl;
 using Clock = std::chrono::steady_clock;
@@ -143,27 +144,6 @@ DONE:
   ret;
 }
 )";
-
-class Barrier {
- public:
-  explicit Barrier(int n) : n_(n) {}
-  void wait() {
-    std::unique_lock<std::mutex> lock(m_);
-    int gen = gen_;
-    if (++count_ == n_) {
-      count_ = 0;
-      gen_++;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return gen != gen_; });
-    }
-  }
-
- private:
-  std::mutex m_;
-  std::condition_variable cv_;
-  int n_, count_ = 0, gen_ = 0;
-};
 
 struct DevBuf {  // a cuMem allocation, as ncclMemAlloc makes them
   CUdeviceptr ptr = 0;

@@ -51,8 +51,8 @@ pub fn main<B: Benchmark>(bench: B) -> Result<Exit> {
     if let Some(l) = loopback {
         crate::environment::set_gin_plugin(l);
     }
-    watchdog::start(B::PROG, bench.common().timeout_s);
-    let local = bench.common().local_ranks;
+    watchdog::start(B::PROG, c.timeout_s);
+    let local = c.local_ranks;
     harness::ranks::run(B::PROG, local, move |boot, device| run_rank(&bench, boot, device))
 }
 

@@ -14,6 +14,7 @@ use std::io::Write;
 
 pub struct Output {
     print: bool,
+    prog: &'static str,
     pub run: Run,
     rows: Vec<Row>,
     /// Sweep repetition (`-N`) the next rows belong to.
@@ -79,6 +80,7 @@ impl Output {
         let json_stdout = c.json_to_stdout();
         Output {
             print,
+            prog: B::PROG,
             run: Run::start(B::KIND, &c.command, started_at, env, config),
             rows: vec![],
             cycle: 0,
@@ -130,8 +132,8 @@ impl Output {
         }
         let e = &self.run.env;
         let mut s = format!(
-            "# ginbench {} ({}) {}_perf nccl-headers={} nccl-library={} nccl-path={}\n",
-            self.run.tool.version, self.run.tool.git, self.run.benchmark, e.nccl.header, e.nccl.library, e.nccl.path
+            "# ginbench {} ({}) {} nccl-headers={} nccl-library={} nccl-path={}\n",
+            self.run.tool.version, self.run.tool.git, self.prog, e.nccl.header, e.nccl.library, e.nccl.path
         );
         s += describe;
         s += &format!("# ranks {} hosts {} gin: {} ({})\n", e.ranks, e.hosts.len(), e.gin.kind, e.gin.reason);

@@ -17,13 +17,8 @@ where
     if ngpus == 0 {
         return Err(Error::env("no GPU visible to CUDA", "run on a GPU machine, or check CUDA_VISIBLE_DEVICES"));
     }
+    // (Under a launcher the command line was checked for one rank per process: driver::cli.)
     if bootstrap::launched_by_mpi() {
-        if local_ranks != 1 {
-            return Err(Error::usage(
-                "under mpirun / srun each process is one rank",
-                "drop -t / -g and start one process per GPU (mpirun -np <GPUs>)",
-            ));
-        }
         let boot = bootstrap::mpi::MpiRank::init()?;
         let (local, _) = boot.local_rank();
         return rank_main(&boot, local);

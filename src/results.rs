@@ -3,6 +3,32 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// A results enum: serialised as its names, with `as_str` and `Display` from the same list, so
+/// the names are written once.
+macro_rules! named_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        pub enum $name {
+            $($(#[$vm])* #[serde(rename = $s)] $v),+
+        }
+
+        impl $name {
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$v => $s),+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
 pub const SCHEMA: &str = "ginbench/1";
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -114,20 +140,20 @@ pub struct Gin {
     pub nodes: usize,
 }
 
-/// The GIN backend type NCCL offers (`NCCL_GIN_TYPE` numbers), `none`, or `available` where
-/// NCCL 2.28 says GIN works but cannot name the type.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum GinKind {
-    #[default]
-    None,
-    Proxy,
-    Gdaki,
-    Gpi,
-    EfaGda,
-    Emulated,
-    Available,
-    Unknown,
+named_enum! {
+    /// The GIN backend type NCCL offers (`NCCL_GIN_TYPE` numbers), `none`, or `available` where
+    /// NCCL 2.28 says GIN works but cannot name the type.
+    GinKind {
+        #[default]
+        None = "none",
+        Proxy = "proxy",
+        Gdaki = "gdaki",
+        Gpi = "gpi",
+        EfaGda = "efa-gda",
+        Emulated = "emulated",
+        Available = "available",
+        Unknown = "unknown",
+    }
 }
 
 impl GinKind {
@@ -141,25 +167,6 @@ impl GinKind {
             5 => GinKind::EfaGda,
             _ => GinKind::Unknown,
         }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GinKind::None => "none",
-            GinKind::Proxy => "proxy",
-            GinKind::Gdaki => "gdaki",
-            GinKind::Gpi => "gpi",
-            GinKind::EfaGda => "efa-gda",
-            GinKind::Emulated => "emulated",
-            GinKind::Available => "available",
-            GinKind::Unknown => "unknown",
-        }
-    }
-}
-
-impl std::fmt::Display for GinKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -233,55 +240,14 @@ pub struct Row {
     pub sms: Option<u32>,
 }
 
-/// Whether a row ran: `ok`, `skipped` (cannot run here; `reason` says why) or `failed`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    #[default]
-    Ok,
-    Skipped,
-    Failed,
+named_enum! {
+    /// Whether a row ran: `ok`, `skipped` (cannot run here; `reason` says why) or `failed`.
+    Status { #[default] Ok = "ok", Skipped = "skipped", Failed = "failed" }
 }
 
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::Skipped => "skipped",
-            Status::Failed => "failed",
-        }
-    }
-}
-
-impl std::fmt::Display for Status {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Where the output goes: a buffer of its own (`out-of-place`) or the input's (`in-place`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Placement {
-    #[default]
-    #[serde(rename = "out-of-place")]
-    OutOfPlace,
-    #[serde(rename = "in-place")]
-    InPlace,
-}
-
-impl Placement {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Placement::OutOfPlace => "out-of-place",
-            Placement::InPlace => "in-place",
-        }
-    }
-}
-
-impl std::fmt::Display for Placement {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
+named_enum! {
+    /// Where the output goes: a buffer of its own (`out-of-place`) or the input's (`in-place`).
+    Placement { #[default] OutOfPlace = "out-of-place", InPlace = "in-place" }
 }
 
 /// Bytes by link class: `nvl` (NVLink, same host) and `net` (other hosts).
@@ -347,6 +313,16 @@ pub fn rfc3339(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn enums_serialise_as_their_names() {
+        for (k, name) in [(GinKind::EfaGda, "efa-gda"), (GinKind::None, "none")] {
+            assert_eq!(serde_json::to_value(k).unwrap(), name);
+            assert_eq!(serde_json::from_value::<GinKind>(name.into()).unwrap(), k);
+        }
+        assert_eq!(serde_json::to_value(Placement::OutOfPlace).unwrap(), "out-of-place");
+        assert_eq!(serde_json::to_value(Status::Skipped).unwrap(), Status::Skipped.to_string());
+    }
+
     #[test]
     fn rfc3339_dates() {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");

@@ -72,9 +72,10 @@ struct GinBufs {
     tok_local: u64,
     chunk_base: u64,
     totals: u64,
+    sigbase: u64,
 }
 unsafe impl DeviceRepr for GinBufs {}
-const _: () = assert!(std::mem::size_of::<GinBufs>() == 216); // ep_gin.cu asserts the same
+const _: () = assert!(std::mem::size_of::<GinBufs>() == 224); // ep_gin.cu asserts the same
 
 struct Kernel {
     f: CudaFunction,
@@ -208,9 +209,29 @@ impl Gin {
                 Ok(Kernel { f, smem })
             })
             .collect::<Result<Vec<_>>>()?;
+        if !kind.emulated() {
+            owned.keep.push(Self::signal_base(c, &dev, &mut b, signals(c.mode, l))?);
+        }
         let mut wins = vec![recv, send, y, cbuf, ctrl]; // recv_ptr / y_ptr know this order
         wins.extend(sig);
         Ok(Ok(Gin { kind, mode: c.mode, ctas: c.ctas, node_size, kernels, b, owned, wins, dev }))
+    }
+
+    /// Collective. Records where each of the `n` GIN signals starts: NCCL may hand this device
+    /// communicator signals an earlier one left non-zero, and the protocols count from zero
+    /// (gin_net.cuh GinNet). The barrier keeps every peer from signalling before all have read.
+    fn signal_base(c: &Ctx, dev: &DevComm, b: &mut GinBufs, n: usize) -> Result<Buf> {
+        let base = Buf::zeros(c.gpu, 8 * n)?;
+        b.sigbase = base.ptr;
+        let f = c.gpu.function("ep_gin", "gb_ep_gin_signal_base")?;
+        let raw: &ffi::ncclDevComm = &dev.raw;
+        let count = n as i32;
+        let mut l = c.gpu.stream.launch_builder(&f);
+        l.arg(&*b).arg(raw).arg(&count);
+        unsafe { l.launch(grid(1, 0)) }?;
+        c.gpu.stream.synchronize()?;
+        c.boot.barrier();
+        Ok(base)
     }
 
     fn io(inp: &Inputs) -> Io {
@@ -318,7 +339,7 @@ mod tests {
     #[test]
     fn launch_arguments_match_the_kernels() {
         // ep_gin.cu static_asserts the same sizes.
-        assert_eq!(std::mem::size_of::<GinBufs>(), 216);
+        assert_eq!(std::mem::size_of::<GinBufs>(), 224);
         assert_eq!(std::mem::size_of::<Io>(), 32);
     }
 

@@ -49,6 +49,7 @@ struct EpGinBufs {
   const int* tok_local;  // HT: the layout (ep.cu gb_ep_layout_chunks / scan)
   const int* chunk_base;
   const int* totals;
+  uint64_t* sigbase;     // real GIN: each signal's value at setup (gin_net.cuh GinNet)
 };
 
 // What the bench hands every kernel: routing, weights, the dispatched rows and the combine output.
@@ -60,7 +61,7 @@ struct EpIo {
 };
 
 // Pinned on both sides (src/ep/gin.rs), so the launch arguments cannot drift apart.
-static_assert(sizeof(EpGinBufs) == 216, "EpGinBufs layout changed: update src/ep/gin.rs GinBufs");
+static_assert(sizeof(EpGinBufs) == 224, "EpGinBufs layout changed: update src/ep/gin.rs GinBufs");
 static_assert(sizeof(EpIo) == 32, "EpIo layout changed: update src/ep/gin.rs Io");
 
 // Signal ids. LL: counts (per parity), rows per (parity, local expert), combine rows (per parity).
@@ -408,12 +409,12 @@ __device__ void ht_combine(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const E
 #define GB_EP_GIN_ENTRIES(fn)                                                                               \
   extern "C" __global__ void __launch_bounds__(GB_THREADS)                                                  \
       gb_ep_gin_##fn(EpArgs a, EpIo io, EpGinBufs b, ncclDevComm dc) {                                       \
-    GinNet net(dc, 0);                                                                                      \
+    GinNet net(dc, 0, b.sigbase);                                                                           \
     fn(net, EpPeers<false>(Topo::lsaNodes(dc)), a, io, b);                                                  \
   }                                                                                                         \
   extern "C" __global__ void __launch_bounds__(GB_THREADS)                                                  \
       gb_ep_hybrid_##fn(EpArgs a, EpIo io, EpGinBufs b, ncclDevComm dc) {                                    \
-    GinNet net(dc, 0);                                                                                      \
+    GinNet net(dc, 0, b.sigbase);                                                                           \
     fn(net, EpPeers<true>(Topo::lsaNodes(dc)), a, io, b);                                                   \
   }                                                                                                         \
   extern "C" __global__ void __launch_bounds__(GB_THREADS)                                                  \
@@ -432,3 +433,10 @@ GB_EP_GIN_ENTRIES(ll_combine)
 GB_EP_GIN_ENTRIES(ht_notify)
 GB_EP_GIN_ENTRIES(ht_dispatch)
 GB_EP_GIN_ENTRIES(ht_combine)
+
+// Setup, once per impl: the starting value of each of the `n` signals the protocols use (see
+// GinNet). The host synchronises and barriers after it, so no peer has signalled yet.
+extern "C" __global__ void gb_ep_gin_signal_base(EpGinBufs b, ncclDevComm dc, int n) {
+  ncclGin gin(dc, 0);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) b.sigbase[i] = gin.readSignal(i);
+}

@@ -35,12 +35,19 @@ struct Topo {
   }
 };
 
+// NCCL hands a new device communicator signal ids that an earlier one may have used, without
+// zeroing them (2.28.9 src/dev_runtime.cc resets none). A protocol that waits for fixed targets
+// counted from zero passes `base`: each signal's value when its user started (read once at setup,
+// before any peer could signal); readSignal and waitSignal then count from there.
 struct GinNet {
   ncclDevComm const& dc;
   ncclGin gin;
-  __device__ GinNet(ncclDevComm const& dc_, int context) : dc(dc_), gin(dc_, context) {}
+  const uint64_t* base;
+  __device__ GinNet(ncclDevComm const& dc_, int context, const uint64_t* base_ = nullptr)
+      : dc(dc_), gin(dc_, context), base(base_) {}
 
-  __device__ uint64_t readSignal(uint32_t sig) { return gin.readSignal(sig); }
+  __device__ uint64_t baseOf(uint32_t sig) const { return base ? base[sig] : 0; }
+  __device__ uint64_t readSignal(uint32_t sig) { return gin.readSignal(sig) - baseOf(sig); }
 
   template <class Coop>
   __device__ void put(Coop coop, int peer, ncclWindow_t dst, size_t dstOff, ncclWindow_t src, size_t srcOff,
@@ -62,7 +69,7 @@ struct GinNet {
 
   template <class Coop>
   __device__ void waitSignal(Coop coop, uint32_t sig, uint64_t least) {
-    gin.waitSignal(coop, sig, least);
+    gin.waitSignal(coop, sig, baseOf(sig) + least);
   }
 
   template <class Coop>

@@ -45,7 +45,7 @@ fn plugin_library_exports_the_nccl_tables() {
     assert_eq!((name.as_str(), ndev, ptr, kind), ("ginbench-loopback", 1, 1, 0), "net v11: host pointers, host type");
     let (name, ndev, ptr, kind, recvs) = describe(&lib, "ncclGinPlugin_v11", 112);
     assert_eq!((name.as_str(), ndev, ptr, kind), ("ginbench-loopback", 1, 3, 2), "GIN v11: HOST|CUDA, GIN_PROXY");
-    assert!(recvs >= 1);
+    assert_eq!(recvs, 64, "GIN v11: descriptor queues of 32 x 64 entries per peer (engine.h kGinMaxRecvs)");
     let (name, ndev, ptr, kind, _) = describe(&lib, "ncclRmaPlugin_v14", 128);
     assert_eq!((name.as_str(), ndev, ptr, kind), ("ginbench-loopback", 1, 3, 2), "RMA v14: HOST|CUDA, GIN_PROXY");
     // SAFETY: a NUL-terminated const char array.

@@ -10,6 +10,14 @@
 
 namespace gbl {
 
+// maxRecvs the GIN/RMA properties advertise. NCCL's proxy sizes each peer's descriptor queue
+// 32 * maxRecvs (gin_host_proxy.cc). When a queue is full, every GPU thread about to put spins
+// on the consumer index, which lives in host memory without GDRCopy; hundreds of warps doing
+// that slowed every CUDA call of the plugin 25-90x on H200 (EP LL, 128+ tokens: 0.5-1.8 ms per
+// op instead of 20 us). 2048 entries per peer hold an LL dispatch of 256 tokens x top-8 to one
+// peer, so the queues of ginbench's sweeps never fill.
+constexpr int kGinMaxRecvs = 64;
+
 // init(): reads the environment (config.h), remembers NCCL's logger.
 Result instanceInit(void** ctx, uint64_t commId, DebugLogger logger);
 Result instanceFinalize(void* ctx);

@@ -92,7 +92,7 @@ Result ginGetProperties(int dev, NetPropertiesV11* props) {
   fillCommon(props);
   // No DMA-BUF: NCCL then registers with regMrSym, which is all the plugin needs.
   props->ptrSupport = kPtrHost | kPtrCuda;
-  props->maxRecvs = 8;  // NCCL's proxy queue depth per peer is 32 * maxRecvs
+  props->maxRecvs = kGinMaxRecvs;  // NCCL's proxy queue depth per peer is 32 * maxRecvs
   props->netDeviceType = kNetDeviceGinProxy;
   return kSuccess;
 }

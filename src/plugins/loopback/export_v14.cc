@@ -34,7 +34,7 @@ Result rmaGetProperties(int dev, NetPropertiesV12* p) {
   p->speed = 400000;
   p->port = 1;
   p->maxComms = 1024 * 1024;
-  p->maxRecvs = 8;
+  p->maxRecvs = kGinMaxRecvs;  // NCCL's proxy queue depth per peer is 32 * maxRecvs
   p->netDeviceType = kNetDeviceGinProxy;  // NCCL's GIN proxy reports this as the GIN type
   p->vProps.ndevs = 1;
   p->maxP2pBytes = kMaxNetSize;

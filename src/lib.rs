@@ -7,6 +7,7 @@
 //! side-by-side reports), which never touches CUDA.
 pub mod alltoall;
 pub mod bootstrap;
+pub mod ceiling;
 pub mod cuda;
 pub mod driver;
 pub mod dtype;

@@ -185,3 +185,24 @@ fn the_benchmarks_share_the_driver_flags() {
         }
     }
 }
+
+#[test]
+fn ceiling_checks_its_command_line_before_any_gpu() {
+    for (args, needle) in [
+        (vec!["ceiling", "-b", "0"], "a copy must be 1 B to 64 GiB"),
+        (vec!["ceiling", "-b", "3Q"], "unknown size suffix 'Q'"),
+        (vec!["ceiling", "-g", "1"], "--ngpus"),
+        (vec!["ceiling", "-n", "0"], "--iters"),
+        (vec!["ceiling", "-J", "/nonexistent/dir/c.json"], "does not exist"),
+    ] {
+        let o = run(GB, &args, &[]);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(6), "{args:?}: {e}");
+        assert!(e.contains(needle) && e.starts_with("ginbench: error: "), "{args:?}: {e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "{args:?}: {e}");
+    }
+    if no_gpu() {
+        let o = run(GB, &["ceiling"], &[]);
+        assert_eq!(o.status.code(), Some(8), "{}", stderr(&o));
+    }
+}

@@ -1,6 +1,6 @@
 use clap::{Parser, Subcommand};
 use ginbench::environment::node;
-use ginbench::error::{die, Exit};
+use ginbench::error::{die, Error, Exit};
 use ginbench::report::{compare, json, sidebyside, write_atomic};
 
 use std::path::{Path, PathBuf};
@@ -42,6 +42,27 @@ enum Cmd {
         /// Also write JUnit XML for CI systems
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+    },
+    /// The NVLink ceiling of this host, measured with the copy engines (no SM): every pair one way
+    /// and both ways at once, and every GPU to every other at once (the alltoall pattern), in GB/s
+    /// per sending GPU. Keep its JSON beside results: it is the limit their busbw is read against.
+    /// Exit 6 on bad input, 8 with fewer than 2 GPUs or no peer path.
+    Ceiling {
+        /// GPUs to use, 0..g-1 (default: every visible GPU)
+        #[arg(short = 'g', long = "ngpus", value_parser = clap::value_parser!(u32).range(2..))]
+        gpus: Option<u32>,
+        /// Bytes per copy (K/M/G suffixes, powers of 1024)
+        #[arg(short = 'b', long = "bytes", default_value = "256M")]
+        bytes: String,
+        /// Timed rounds per measurement
+        #[arg(short = 'n', long = "iters", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+        iters: u32,
+        /// Untimed rounds first
+        #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
+        warmup: u32,
+        /// Also write the figures as JSON (schema ginbench/1, benchmark "ceiling")
+        #[arg(short = 'J', long = "output_file", value_name = "FILE")]
+        json: Option<PathBuf>,
     },
     /// Side-by-side report of runs (e.g. two clusters): environments and their differences,
     /// busbw / time per size and impl (EP: bw / time per phase and tokens per rank, per impl, mode
@@ -147,6 +168,43 @@ fn run_report(runs: &[PathBuf], labels: &[String], out: &Path) -> i32 {
     }
 }
 
+/// `ginbench ceiling`: everything the command line decides is checked before a GPU is opened.
+fn run_ceiling(gpus: Option<u32>, bytes: &str, iters: u32, warmup: u32, json: Option<&Path>) -> Result<(), Error> {
+    use ginbench::ceiling::{self, Host, Pattern, Settings};
+    let bytes = ginbench::harness::sizes::parse_size(bytes)?;
+    if bytes == 0 || bytes > 64 << 30 {
+        return Err(Error::usage(format!("-b {bytes}: a copy must be 1 B to 64 GiB"), "e.g. -b 256M"));
+    }
+    if let Some(path) = json {
+        ginbench::driver::cli::check_writable(path, "-J")?;
+    }
+    let visible = ginbench::cuda::device_count()?;
+    let n = gpus.map_or(visible, |g| g as usize);
+    if n < 2 || n > visible {
+        return Err(Error::env(
+            format!("the ceiling needs 2 or more GPUs: {n} asked, {visible} visible"),
+            "run it on a multi-GPU host; -g chooses how many",
+        ));
+    }
+    let s = Settings { gpus: n, bytes, iters, warmup };
+    let host = Host::open(&s)?;
+    let mut rows = vec![];
+    for (pattern, set) in Pattern::plan(n) {
+        rows.push(host.measure(pattern, &set, &s)?);
+    }
+    print!("{}", ceiling::table(&s, &rows));
+    if let Some(path) = json {
+        let env = ginbench::environment::build(host.describe(), Default::default(), None);
+        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        let config = serde_json::json!({ "gpus": n, "bytes": bytes, "iters": iters, "warmup": warmup });
+        let mut run = ginbench::results::Run::start("ceiling", &command, ginbench::results::now_rfc3339(), env, config);
+        run.finish(rows, Default::default(), None);
+        write_atomic(path, json::to_string(&run).as_bytes())?;
+        println!("# Wrote JSON to {}", path.display());
+    }
+    Ok(())
+}
+
 fn main() {
     let cli = Cli::try_parse().unwrap_or_else(|e| {
         use clap::error::ErrorKind::*;
@@ -176,6 +234,11 @@ fn main() {
             Ok(line) => println!("{line}"),
             Err(e) => die(PROG, &e),
         },
+        Cmd::Ceiling { gpus, bytes, iters, warmup, json } => {
+            if let Err(e) = run_ceiling(gpus, &bytes, iters, warmup, json.as_deref()) {
+                die(PROG, &e)
+            }
+        }
         Cmd::Report { runs, output, labels } => std::process::exit(run_report(&runs, &labels, &output)),
         Cmd::Compare { baseline, candidate, threshold, json, junit } => {
             std::process::exit(run_compare(&baseline, &candidate, &threshold, json.as_deref(), junit.as_deref()))

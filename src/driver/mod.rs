@@ -74,6 +74,14 @@ fn run_rank<B: Benchmark>(bench: &B, boot: &dyn Bootstrap, device: usize) -> Res
             ));
         }
     }
+    if c.gin_backend == crate::gin_backend::Backend::Loopback && env.gin.kind == crate::results::GinKind::None {
+        // Chosen explicitly, so a plugin that did not load or refused to start is an error, not a
+        // skipped row: most often a malformed GINBENCH_LOOPBACK_* variable.
+        return Err(Error::env(
+            format!("--gin-backend loopback: NCCL brought up no GIN through the plugin: {}", env.gin.reason),
+            "NCCL_DEBUG=WARN shows the plugin's own line (it starts 'ginbench-loopback:'); check the GINBENCH_LOOPBACK_* variables",
+        ));
+    }
     let mut out = Output::new::<B>(boot.rank() == 0, c, env.clone(), started_at, bench.config_json());
     out.preamble(boot, &gpu, &bench.describe(&env));
     let ctx = RankCtx { boot, gpu: &gpu, comm: &comm, env: &env };

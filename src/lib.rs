@@ -16,6 +16,7 @@ pub mod error;
 pub mod gin_backend;
 pub mod gin_transport;
 pub mod harness;
+pub mod interference;
 pub mod nccl;
 pub mod profile;
 pub mod report;

@@ -196,8 +196,8 @@ pub fn interference_header(alone_only: bool) -> String {
         return s;
     }
     s += &format!(
-        "# {:>10}  {:>12}  {:>8}  {:>6}  {:^28}  {:^28}  {:^16}  {:>7}  {:>6}\n",
-        "background", "", "", "", "foreground", "background", "bg busbw", "", ""
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:^28}  {:^28}  {:^18}\n",
+        "background", "", "", "", "foreground", "background", "background busbw"
     );
     let cols =
         ["alone", "together", "slowdown", "alone", "together", "slowdown", "alone", "together", "overlap", "#wrong"];
@@ -215,11 +215,17 @@ pub fn interference_header(alone_only: bool) -> String {
 }
 
 /// One interference line (None when the row did not run: its reason goes on a `#` line).
-/// Values that could not be measured print as N/A, as nccl-tests prints an unchecked #wrong.
+/// Values that could not be measured print as N/A, as nccl-tests prints an unchecked #wrong; a
+/// measured row's note (an incomplete overlap) follows on a `#` line.
 pub fn interference_line(r: &Row) -> Option<String> {
     if r.status != Status::Ok {
         return None;
     }
+    let note = r.reason.as_ref().map(|w| format!("#   note: {w}\n")).unwrap_or_default();
+    interference_data(r).map(|l| l + &note)
+}
+
+fn interference_data(r: &Row) -> Option<String> {
     let f = |v: Option<f64>, w: usize| v.map(|v| fit(v, w)).unwrap_or_else(|| "N/A".into());
     let wrong = r.wrong.map(|w| c_g(w as f64)).unwrap_or_else(|| "N/A".into());
     let Some(b) = r.background.as_ref().filter(|b| b.op != "none") else {

@@ -218,7 +218,7 @@ fn bindings(inp: &Inputs) {
             .clang_arg(format!("-I{}", inp.cuda.join("include/cccl").display()))
             .allowlist_function("ncclCommQueryProperties")
             .allowlist_type("nccl(CommProperties|CommProperties_t|GinType_t|GinConnectionType_t)")
-            .allowlist_function("nccl(GetVersion|GetUniqueId|CommInitRank|CommInitRankConfig|CommDestroy|CommFinalize|CommAbort|CommGetAsyncError|GetErrorString|GetLastError|GroupStart|GroupEnd|Send|Recv|AlltoAll|AllReduce|MemAlloc|MemFree|CommRegister|CommDeregister|CommWindowRegister|CommWindowDeregister|DevCommCreate|DevCommDestroy|CommCount|CommUserRank|CommCuDevice|TeamLsa|TeamWorld)")
+            .allowlist_function("nccl(GetVersion|GetUniqueId|CommInitRank|CommInitRankConfig|CommSplit|CommDestroy|CommFinalize|CommAbort|CommGetAsyncError|GetErrorString|GetLastError|GroupStart|GroupEnd|Send|Recv|AlltoAll|AllReduce|MemAlloc|MemFree|CommRegister|CommDeregister|CommWindowRegister|CommWindowDeregister|DevCommCreate|DevCommDestroy|CommCount|CommUserRank|CommCuDevice|TeamLsa|TeamWorld)")
             .allowlist_type("nccl(Result_t|DataType_t|RedOp_t|UniqueId|Comm|Comm_t|Window_t|DevComm|DevComm_t|DevCommRequirements|DevCommRequirements_t|Config_t|Team|Team_t)")
             .allowlist_var("NCCL_(MAJOR|MINOR|PATCH|VERSION_CODE|WIN_.*|UNIQUE_ID_BYTES)")
             .opaque_type("ncclDevComm")

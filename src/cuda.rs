@@ -116,6 +116,24 @@ impl Gpu {
         self.ctx.mem_get_info().map(|(free, _)| free as u64).unwrap_or(0)
     }
 
+    /// The same GPU (context, kernels) enqueueing on `stream`: what a second operation of one
+    /// rank runs on, so that every launch and timing helper works on it unchanged.
+    pub fn on_stream(&self, stream: Arc<CudaStream>) -> Gpu {
+        Gpu { ordinal: self.ordinal, ctx: self.ctx.clone(), stream, modules: self.modules.clone() }
+    }
+
+    /// A new stream of this GPU with `priority` (lower is more urgent; see `priority_range`).
+    pub fn stream_with_priority(&self, priority: i32) -> Result<Arc<CudaStream>> {
+        Ok(self.ctx.new_stream_with_priority(priority)?)
+    }
+
+    /// The stream priorities this GPU offers: (least, greatest); greatest is the lowest number.
+    pub fn priority_range(&self) -> Result<(i32, i32)> {
+        let (mut least, mut greatest) = (0, 0);
+        unsafe { sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest) }.result()?;
+        Ok((least, greatest))
+    }
+
     pub fn timing_event(&self) -> Result<CudaEvent> {
         Ok(self.ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))?)
     }

@@ -238,6 +238,47 @@ pub struct Row {
     /// EP rows: SMs the impl's kernels occupy (one CTA per SM); null for NCCL's own kernels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sms: Option<u32>,
+    /// Interference rows: the foreground's time per operation alone and while the background
+    /// runs (µs, reduced over ranks per `-a`); `time_us` is `together_us` (what the gate compares)
+    /// or, without a background, `alone_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alone_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub together_us: Option<f64>,
+    /// Interference rows: together_us / alone_us.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowdown: Option<f64>,
+    /// Interference rows: the fraction of the foreground's timed window during which the
+    /// background ran (CUDA events on both streams; the smallest over ranks). Below 1 the row's
+    /// `reason` says the overlap was incomplete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<f64>,
+    /// Interference rows: the background operation and how it fared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background: Option<Background>,
+}
+
+/// The background of an interference row: a collective on its own communicator and stream.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Background {
+    /// allreduce | none
+    pub op: String,
+    /// Bytes per rank (the all-reduce's buffer), its elements, type and reduction.
+    pub size_bytes: u64,
+    pub count: u64,
+    pub dtype: String,
+    pub redop: String,
+    /// Ranks of the background's communicator (a DP group).
+    pub ranks: u64,
+    /// Time per operation alone and while the foreground runs (µs), and their ratio.
+    pub alone_us: Option<f64>,
+    pub together_us: Option<f64>,
+    pub slowdown: Option<f64>,
+    /// Bus bandwidth (nccl-tests' all-reduce definition, algbw · 2(n-1)/n) alone and together.
+    pub busbw_alone_gbps: Option<f64>,
+    pub busbw_together_gbps: Option<f64>,
+    /// Wrong elements of the background's checked runs (while overlapped), summed over ranks.
+    pub wrong: Option<u64>,
 }
 
 named_enum! {

@@ -251,10 +251,29 @@ fn a_loopback_run_beside_a_network_run_is_flagged() {
 
 /// Every field of a Row set, so that none is skipped in its JSON.
 fn full_ep_row() -> Row {
+    // Every field set, those of interference rows (an EP foreground) included.
     Row {
         busbw_gbps: Some(1.5),
         reason: Some("a reason, with a comma and \"quotes\"".into()),
         cycle: 2,
+        alone_us: Some(60.3123456789),
+        together_us: Some(61.478912345),
+        slowdown: Some(1.0193),
+        overlap: Some(1.0),
+        background: Some(Background {
+            op: "allreduce".into(),
+            size_bytes: 1 << 20,
+            count: 1 << 18,
+            dtype: "float".into(),
+            redop: "sum".into(),
+            ranks: 2,
+            alone_us: Some(20.5),
+            together_us: Some(30.75),
+            slowdown: Some(1.5),
+            busbw_alone_gbps: Some(51.15),
+            busbw_together_gbps: Some(34.1),
+            wrong: Some(0),
+        }),
         ..common::ep_row("nvl", "ll", "dispatch", "fp8", 128, (61.478912345, 60.3123456789), 4)
     }
 }

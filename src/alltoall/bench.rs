@@ -46,8 +46,7 @@ impl Benchmark for Config {
 }
 
 /// Largest buffer, per rank, that `sizes` need.
-fn buffer_bytes(cfg: &Config, sizes: &[u64], nranks: u64) -> u64 {
-    let elt = cfg.dtype.size();
+pub fn buffer_bytes(elt: u64, sizes: &[u64], nranks: u64) -> u64 {
     let max = sizes.iter().map(|&s| nranks * sizes::alltoall_count(s, elt, nranks) * elt).max().unwrap_or(0);
     max.max(4096)
 }
@@ -57,7 +56,7 @@ fn run_rank(cfg: &Config, ctx: &RankCtx, out: &mut Output) -> Result<()> {
     let rank = boot.rank();
     // Memory: send + receive of the largest size must fit, with headroom for NCCL (as nccl-tests).
     let mut sweep = cfg.sizes.clone();
-    let want = buffer_bytes(cfg, &sweep, n as u64);
+    let want = buffer_bytes(cfg.dtype.size(), &sweep, n as u64);
     let gpu = ctx.gpu;
     let reserve = (gpu.total_mem().div_ceil(16 * GIB) * GIB).min(4 * GIB) + GIB;
     let fit = gpu.free_mem().saturating_sub(reserve) / 2;
@@ -72,7 +71,7 @@ fn run_rank(cfg: &Config, ctx: &RankCtx, out: &mut Output) -> Result<()> {
             ));
         }
     }
-    let bytes = buffer_bytes(cfg, &sweep, n as u64);
+    let bytes = buffer_bytes(cfg.dtype.size(), &sweep, n as u64);
     let send = DevMem::alloc(bytes as usize)?;
     let recv = DevMem::alloc(bytes as usize)?;
     let reg = Registration::register(ctx.comm, cfg.register, &send, &recv)?;
@@ -199,39 +198,81 @@ struct Case<'a> {
     capture: bool,
 }
 
+/// One measurement's operations: the timed iteration and the checked run. `alltoall_perf` and
+/// `interference_perf`'s foreground both go through it, so they time the same code.
+pub struct Step<'a> {
+    pub r: &'a Rank<'a>,
+    pub imp: &'a dyn super::Impl,
+    /// Elements per peer.
+    pub count: u64,
+    pub inplace: bool,
+    /// Operations per iteration (`-m`).
+    pub agg: u32,
+    stride: u64,
+    slots: u64,
+}
+
+impl<'a> Step<'a> {
+    pub fn new(r: &'a Rank<'a>, imp: &'a dyn super::Impl, count: u64, inplace: bool, agg: u32, iters: u32) -> Self {
+        let bytes = r.boot.size() as u64 * count * r.dtype.size();
+        // Rotate through the buffer so that sizes below the L2 cache are not served from it.
+        let stride = bytes.next_multiple_of(4096).max(4096);
+        let slots = (r.recv.bytes as u64 / stride).clamp(1, iters as u64);
+        Step { r, imp, count, inplace, agg, stride, slots }
+    }
+
+    fn buffers(&self) -> (u64, u64) {
+        (if self.inplace { self.r.recv.ptr } else { self.r.send.ptr }, self.r.recv.ptr)
+    }
+
+    /// Enqueue timed iteration `i`: `agg` operations at the i-th rotating offset.
+    pub fn op(&self, i: u32) -> Result<()> {
+        let (send, recv) = self.buffers();
+        let off = (i as u64 % self.slots) * self.stride;
+        if self.agg > 1 {
+            nccl::group_start()?;
+        }
+        for _ in 0..self.agg {
+            self.imp.launch(self.r, send + off, recv + off, self.count)?;
+        }
+        if self.agg > 1 {
+            nccl::group_end()?;
+        }
+        Ok(())
+    }
+
+    /// One checked run with `seed` (fill, poison, run: captured in a CUDA graph with `graph`,
+    /// verify): the wrong elements on this rank. Returns after the GPU finished.
+    pub fn check_once(&self, checker: &mut Checker, seed: u32, graph: bool) -> Result<u64> {
+        let r = self.r;
+        let (n, rank) = (r.boot.size() as u64, r.boot.rank() as u32);
+        let (send, recv) = self.buffers();
+        checker.fill(r.gpu, send, n * self.count, seed, rank)?;
+        if !self.inplace {
+            // In place the buffer holds the input; every block but our own must still change.
+            checker.poison(r.gpu, recv, self.count, n as u32, seed, rank)?;
+        }
+        harness::run_once(r.gpu, graph, &mut || self.imp.launch(r, send, recv, self.count))?;
+        checker.verify(r.gpu, recv, self.count, n as u32, seed, rank)
+    }
+}
+
 fn measure(r: &Rank, imp: &dyn super::Impl, cfg: &Config, case: &Case, checker: &mut Checker) -> Result<Measured> {
     let Case { impl_name, count, inplace, capture } = *case;
     let n = r.boot.size() as u64;
     let elt = cfg.dtype.size();
     let bytes = n * count * elt;
-    // Rotate through the buffer so that sizes below the L2 cache are not served from it.
-    let stride = bytes.next_multiple_of(4096).max(4096);
-    let slots = (r.recv.bytes as u64 / stride).clamp(1, cfg.common.iters as u64);
-    let (send, recv) = (if inplace { r.recv.ptr } else { r.send.ptr }, r.recv.ptr);
-    let agg = cfg.agg;
-    let mut op = |i: u32| -> Result<()> {
-        let off = (i as u64 % slots) * stride;
-        if agg > 1 {
-            nccl::group_start()?;
-        }
-        for _ in 0..agg {
-            imp.launch(r, send + off, recv + off, count)?;
-        }
-        if agg > 1 {
-            nccl::group_end()?;
-        }
-        Ok(())
-    };
+    let step = Step::new(r, imp, count, inplace, cfg.agg, cfg.common.iters);
     let params = LoopParams {
         iters: cfg.common.iters,
         warmup: cfg.common.warmup,
-        ops_per_iter: agg,
+        ops_per_iter: cfg.agg,
         blocking: cfg.blocking,
         graph_launches: cfg.common.graph_launches,
         capture,
     };
     let label = format!("{impl_name} {bytes}B {}", if inplace { "in-place" } else { "out-of-place" });
-    let timing = harness::time_loop(r.gpu, r.boot, &params, &label, &mut op)?;
+    let timing = harness::time_loop(r.gpu, r.boot, &params, &label, &mut |i| step.op(i))?;
     r.comm.async_error()?;
 
     let mode = if inplace { imp.in_place(count * elt) } else { InPlace::Checked };
@@ -243,17 +284,9 @@ fn measure(r: &Rank, imp: &dyn super::Impl, cfg: &Config, case: &Case, checker: 
         None
     } else {
         let _range = crate::profile::range(|| format!("{label} check"));
-        let rank = r.boot.rank() as u32;
         let mut wrong = 0;
         for rep in 0..cfg.common.check {
-            let seed = rep + 1;
-            checker.fill(r.gpu, send, n * count, seed, rank)?;
-            if !inplace {
-                // In place the buffer holds the input; every block but our own must still change.
-                checker.poison(r.gpu, recv, count, n as u32, seed, rank)?;
-            }
-            harness::run_once(r.gpu, cfg.common.graph_launches > 0, &mut || imp.launch(r, send, recv, count))?;
-            wrong += checker.verify(r.gpu, recv, count, n as u32, seed, rank)?;
+            wrong += step.check_once(checker, rep + 1, cfg.common.graph_launches > 0)?;
             if wrong > 0 {
                 break;
             }

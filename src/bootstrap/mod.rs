@@ -1,6 +1,7 @@
 //! How ranks find each other: MPI when started by mpirun / srun, else threads of one process.
 //! Both offer the same small set of collectives over bytes; NCCL does the data movement.
 pub mod check;
+pub mod group;
 pub mod mpi;
 pub mod threads;
 

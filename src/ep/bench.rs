@@ -190,20 +190,7 @@ impl State<'_> {
         same_host: &[bool],
     ) -> Result<[Measured; 2]> {
         let (gpu, cfg, me) = (self.gpu, self.cfg, self.boot.rank());
-        let r = &layout.routing[me];
-        let inp = Inputs::new(gpu, c.args(tokens), &r.idx, &r.weight)?;
-        let all_sms = sm_count(gpu)?;
-        // LL quantizes inside the timed dispatch (as DeepEP's LL kernels do); HT takes FP8 input.
-        let quantize_timed = c.mode == Mode::Ll && c.payload == Payload::Fp8;
-        inp.fill(gpu, 0)?;
-        inp.quantize(gpu, all_sms)?;
-        // One dispatch establishes the layout the expert output and the timed combines use.
-        imp.dispatch(c, &inp)?;
-        let rec = imp.received(c, &inp, layout)?;
-        self.checks.expert(gpu, &inp.args, &rec, 0)?;
-        gpu.stream.synchronize()?;
-        drop(rec);
-
+        let ph = Phases::prepare(c, imp, layout, &self.checks, tokens)?;
         let params = LoopParams {
             iters: cfg.common.iters,
             warmup: cfg.common.warmup,
@@ -212,33 +199,14 @@ impl State<'_> {
             graph_launches: cfg.common.graph_launches,
             capture: cfg.profile_tokens == Some(tokens),
         };
-        let label = |p: Phase| format!("{} {} {} {tokens}", c.mode.name(), p.name(), c.payload.name());
-        let dispatch = || -> Result<()> {
-            if quantize_timed {
-                inp.quantize(gpu, c.ctas)?;
-            }
-            imp.dispatch(c, &inp)
-        };
-        let td = harness::time_loop(gpu, self.boot, &params, &label(Phase::Dispatch), &mut |_| dispatch())?;
-        let tc = harness::time_loop(gpu, self.boot, &params, &label(Phase::Combine), &mut |_| imp.combine(c, &inp))?;
+        let td = harness::time_loop(gpu, self.boot, &params, &ph.label(Phase::Dispatch), &mut |_| ph.dispatch())?;
+        let tc = harness::time_loop(gpu, self.boot, &params, &ph.label(Phase::Combine), &mut |_| ph.combine())?;
         self.comm.async_error()?;
 
         let (mut wd, mut wc) = (None, None);
         for _ in 0..cfg.common.check {
             self.seed += 1;
-            let seed = self.seed;
-            let graph = cfg.common.graph_launches > 0;
-            inp.fill(gpu, seed)?;
-            if !quantize_timed {
-                inp.quantize(gpu, all_sms)?;
-            }
-            harness::run_once(gpu, graph, &mut || dispatch())?;
-            let mut bad = imp.check_layout(c, &inp, layout)?;
-            let rec = imp.received(c, &inp, layout)?;
-            bad += self.checks.rows(gpu, &inp.args, &rec, seed)?;
-            self.checks.expert(gpu, &inp.args, &rec, seed)?;
-            harness::run_once(gpu, graph, &mut || imp.combine(c, &inp))?;
-            let badc = self.checks.combined(gpu, &inp, seed)?;
+            let (bad, badc) = ph.check_once(&self.checks, self.seed, cfg.common.graph_launches > 0)?;
             *wd.get_or_insert(0) += bad;
             *wc.get_or_insert(0) += badc;
             if bad + badc > 0 {
@@ -303,6 +271,82 @@ impl State<'_> {
             sms,
             ..self.base(at, phase)
         }
+    }
+}
+
+/// One EP measurement's operations on one rank: the inputs, the timed dispatch and combine, and
+/// the checked run. `ep_perf` and `interference_perf`'s foreground both go through it, so they
+/// time the same code.
+pub struct Phases<'a> {
+    pub c: &'a Ctx<'a>,
+    pub imp: &'a dyn EpImpl,
+    pub layout: &'a Layout<'a>,
+    pub inp: Inputs,
+    /// LL quantizes inside the timed dispatch (as DeepEP's LL kernels do); HT takes FP8 input.
+    quantize_timed: bool,
+    all_sms: u32,
+}
+
+impl<'a> Phases<'a> {
+    /// The inputs for `tokens` per rank, and one dispatch that establishes the layout the
+    /// expert output and the timed combines use.
+    pub fn prepare(
+        c: &'a Ctx<'a>,
+        imp: &'a dyn EpImpl,
+        layout: &'a Layout<'a>,
+        checks: &Checks,
+        tokens: usize,
+    ) -> Result<Phases<'a>> {
+        let gpu = c.gpu;
+        let r = &layout.routing[c.boot.rank()];
+        let inp = Inputs::new(gpu, c.args(tokens), &r.idx, &r.weight)?;
+        let all_sms = sm_count(gpu)?;
+        let quantize_timed = c.mode == Mode::Ll && c.payload == Payload::Fp8;
+        inp.fill(gpu, 0)?;
+        inp.quantize(gpu, all_sms)?;
+        imp.dispatch(c, &inp)?;
+        let rec = imp.received(c, &inp, layout)?;
+        checks.expert(gpu, &inp.args, &rec, 0)?;
+        gpu.stream.synchronize()?;
+        drop(rec);
+        Ok(Phases { c, imp, layout, inp, quantize_timed, all_sms })
+    }
+
+    /// The NVTX label of a phase's loops.
+    pub fn label(&self, p: Phase) -> String {
+        let c = self.c;
+        format!("{} {} {} {}", c.mode.name(), p.name(), c.payload.name(), self.inp.args.tokens)
+    }
+
+    /// The timed dispatch (with LL FP8, its quantization).
+    pub fn dispatch(&self) -> Result<()> {
+        if self.quantize_timed {
+            self.inp.quantize(self.c.gpu, self.c.ctas)?;
+        }
+        self.imp.dispatch(self.c, &self.inp)
+    }
+
+    /// The timed combine, of the layout of the last dispatch.
+    pub fn combine(&self) -> Result<()> {
+        self.imp.combine(self.c, &self.inp)
+    }
+
+    /// One checked dispatch and combine with new values for `seed` (captured in a CUDA graph
+    /// with `graph`): wrong (dispatch, combine) on this rank. Returns after the GPU finished.
+    pub fn check_once(&self, checks: &Checks, seed: u32, graph: bool) -> Result<(u64, u64)> {
+        let (c, gpu, inp) = (self.c, self.c.gpu, &self.inp);
+        inp.fill(gpu, seed)?;
+        if !self.quantize_timed {
+            inp.quantize(gpu, self.all_sms)?;
+        }
+        harness::run_once(gpu, graph, &mut || self.dispatch())?;
+        let mut bad = self.imp.check_layout(c, inp, self.layout)?;
+        let rec = self.imp.received(c, inp, self.layout)?;
+        bad += checks.rows(gpu, &inp.args, &rec, seed)?;
+        checks.expert(gpu, &inp.args, &rec, seed)?;
+        harness::run_once(gpu, graph, &mut || self.combine())?;
+        let badc = checks.combined(gpu, inp, seed)?;
+        Ok((bad, badc))
     }
 }
 

@@ -22,6 +22,15 @@ const _: () = assert!(std::mem::size_of::<ffi::ncclDevCommRequirements>() == ini
 #[cfg(nccl_versioned_structs)]
 const _: () = assert!(std::mem::size_of::<ffi::ncclCommProperties>() == init::COMM_PROPERTIES.len());
 
+const _: () = assert!(std::mem::size_of::<ffi::ncclConfig_t>() == init::CONFIG.len());
+
+/// `NCCL_CONFIG_INITIALIZER` (every generation has one; its fields differ: 2.28 ends at
+/// `nvlinkCentricSched`, 2.31 adds RMA / graph fields. ginbench sets only fields both have).
+pub fn config() -> ffi::ncclConfig_t {
+    // SAFETY: same size (asserted above), plain data written by NCCL's own initializer.
+    unsafe { std::ptr::read_unaligned(init::CONFIG.as_ptr().cast()) }
+}
+
 /// `NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER` (zeroed on 2.28).
 pub fn requirements() -> ffi::ncclDevCommRequirements {
     // SAFETY: same size (asserted above), plain data written by NCCL's own initializer.

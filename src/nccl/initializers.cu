@@ -1,6 +1,7 @@
 // Build-time helper (run by build.rs, never shipped): prints NCCL's struct initializers as Rust
 // byte arrays, so the Rust side starts from exactly what NCCL_*_INITIALIZER set in these headers.
-// NCCL 2.28 has no initializers: its requirements struct starts zeroed (as nccl-tests does).
+// NCCL 2.28 has no device-API initializers: its requirements struct starts zeroed (as nccl-tests
+// does); ncclConfig_t has its initializer in every generation.
 #include <nccl.h>
 #include <nccl_device.h>
 #include <stdio.h>
@@ -18,9 +19,13 @@ static ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
 #else
 static ncclDevCommRequirements_t reqs;
 #endif
+// Every supported generation (2.28 on) has NCCL_CONFIG_INITIALIZER (size, magic, version, and
+// NCCL_CONFIG_UNDEF_* for every knob, meaning "NCCL's default").
+static ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
 
 int main() {
   dump("DEV_COMM_REQUIREMENTS", &reqs, sizeof reqs);
+  dump("CONFIG", &config, sizeof config);
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 2)
   dump("COMM_PROPERTIES", &props, sizeof props);
 #endif

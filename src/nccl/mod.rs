@@ -2,6 +2,7 @@
 //! communicators, memory and registration. Differences between NCCL API generations live in
 //! `compat` only.
 pub mod compat;
+pub mod config;
 pub mod ffi;
 mod loader;
 
@@ -121,6 +122,26 @@ impl Comm {
         Comm::init(boot.size(), &uid, boot.rank())
     }
 
+    /// ncclCommSplit: collective over every rank of this communicator. Ranks giving the same
+    /// `color` form one new communicator, ordered by `key`; each gets its own `config`.
+    pub fn split(&self, color: usize, key: usize, config: &config::CommConfig) -> Result<Comm> {
+        let mut keep = None;
+        let mut cfg = config.to_ffi(&mut keep);
+        let mut raw: ffi::ncclComm_t = std::ptr::null_mut();
+        let r = unsafe { lib().ncclCommSplit(self.raw, color as i32, key as i32, &mut raw, &mut cfg) };
+        self.check(r, "ncclCommSplit")?;
+        if raw.is_null() {
+            return Err(Error::internal("ncclCommSplit gave no communicator for a rank with a color"));
+        }
+        LIVE.lock().unwrap().push(raw as usize);
+        let (mut rank, mut nranks) = (0i32, 0i32);
+        let mut comm = Comm { raw, rank: 0, nranks: 0 };
+        comm.check(unsafe { lib().ncclCommUserRank(raw, &mut rank) }, "ncclCommUserRank")?;
+        comm.check(unsafe { lib().ncclCommCount(raw, &mut nranks) }, "ncclCommCount")?;
+        (comm.rank, comm.nranks) = (rank as usize, nranks as usize);
+        Ok(comm)
+    }
+
     pub fn raw(&self) -> ffi::ncclComm_t {
         self.raw
     }
@@ -166,6 +187,24 @@ impl Comm {
     /// Size of the LSA team (ranks reachable by load/store) this rank belongs to.
     pub fn lsa_size(&self) -> usize {
         unsafe { lib().ncclTeamLsa(self.raw).nRanks as usize }
+    }
+
+    /// ncclAllReduce of `count` elements with `op`.
+    ///
+    /// # Safety
+    /// `send`/`recv` must be device buffers of `count` elements of `dt` on this communicator's
+    /// GPU, and `stream` a live stream of that GPU.
+    pub unsafe fn all_reduce(
+        &self,
+        send: u64,
+        recv: u64,
+        count: usize,
+        dt: ffi::ncclDataType_t,
+        op: ffi::ncclRedOp_t,
+        stream: *mut c_void,
+    ) -> Result<()> {
+        let r = lib().ncclAllReduce(send as *const c_void, recv as *mut c_void, count, dt, op, self.raw, stream.cast());
+        self.check(r, "ncclAllReduce")
     }
 
     /// `count` elements to and from every peer: ncclAlltoAll, or a group of send/recv.

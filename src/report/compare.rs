@@ -1,13 +1,16 @@
 //! The regression gate: compare a candidate run with a baseline, row by row.
 //!
-//! Rows match on (benchmark, impl, size, dtype, placement, mode, phase, tokens); repeated
+//! Rows match on (benchmark, impl, size, dtype, placement, mode, phase, tokens, and for
+//! interference rows the background's op and size); repeated
 //! measurements of one key (`-N` cycles) form a group. A regression is a candidate slower than the
 //! baseline by more than the threshold AND slower than the baseline's own spread: the slowest of
 //! its repeated runs, or its per-iteration p99 when it has one run. The gate fails closed: a
 //! baseline row missing from the candidate, newly skipped or failed, or any wrong element fails it;
 //! and a gate that compares nothing never passes: an empty baseline, one without an ok row, one
 //! whose rows match nothing that can be timed, and impossible values (NaN, infinite, zero or
-//! negative times and bandwidths) are bad input.
+//! negative times and bandwidths) are bad input. Interference rows gate on `time_us`, which is
+//! the foreground's together time: what a training step waits for; their alone / together times
+//! and slowdowns (both sides) must be finite and above 0 as well, and the overlap in 0..1.
 use super::schema::{Row, Run, Status};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -92,6 +95,9 @@ pub fn key(benchmark: &str, r: &Row) -> String {
     if let Some(t) = r.tokens {
         k += &format!(" tokens={t}");
     }
+    if let Some(b) = &r.background {
+        k += &format!(" bg={}:{}", b.op, b.size_bytes);
+    }
     k
 }
 
@@ -115,14 +121,36 @@ pub fn check_values(run: &Run) -> Result<(), String> {
         let bad = |field: &str, v: f64, rule: &str| {
             Err(format!("row '{}' (cycle {}): {field} is {v}: {rule}", key(&run.benchmark, r), r.cycle))
         };
-        for (field, v) in [("time_us", r.time_us), ("p50_us", r.p50_us), ("p99_us", r.p99_us)] {
+        let bg = r.background.as_ref();
+        for (field, v) in [
+            ("time_us", r.time_us),
+            ("p50_us", r.p50_us),
+            ("p99_us", r.p99_us),
+            ("alone_us", r.alone_us),
+            ("together_us", r.together_us),
+            ("slowdown", r.slowdown),
+            ("background.alone_us", bg.and_then(|b| b.alone_us)),
+            ("background.together_us", bg.and_then(|b| b.together_us)),
+            ("background.slowdown", bg.and_then(|b| b.slowdown)),
+        ] {
             match v {
                 Some(v) if !(v.is_finite() && v > 0.0) => return bad(field, v, "times must be finite and above 0"),
                 _ => {}
             }
         }
-        for (field, v) in [("algbw_gbps", r.algbw_gbps), ("busbw_gbps", r.busbw_gbps), ("bw_gbps", r.bw_gbps)] {
-            let zero_ok = r.size_bytes == 0 || (field == "busbw_gbps" && run.env.ranks <= 1);
+        if let Some(o) = r.overlap.filter(|o| !(o.is_finite() && (0.0..=1.0).contains(o))) {
+            return bad("overlap", o, "an overlap is a fraction from 0 to 1");
+        }
+        for (field, v) in [
+            ("algbw_gbps", r.algbw_gbps),
+            ("busbw_gbps", r.busbw_gbps),
+            ("bw_gbps", r.bw_gbps),
+            ("background.busbw_alone_gbps", bg.and_then(|b| b.busbw_alone_gbps)),
+            ("background.busbw_together_gbps", bg.and_then(|b| b.busbw_together_gbps)),
+        ] {
+            let one_rank =
+                if field.starts_with("background.") { bg.is_some_and(|b| b.ranks <= 1) } else { run.env.ranks <= 1 };
+            let zero_ok = r.size_bytes == 0 || (field.contains("busbw") && one_rank);
             match v {
                 Some(v) if !(v.is_finite() && v >= 0.0) => {
                     return bad(field, v, "bandwidths must be finite and not negative")

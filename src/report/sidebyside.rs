@@ -49,7 +49,14 @@ fn mean(v: impl Iterator<Item = f64> + Clone) -> Option<f64> {
 /// the row and the field.
 pub fn check_plottable(run: &Run) -> Result<(), String> {
     for r in run.rows.iter().filter(|r| r.status == Status::Ok) {
-        for (field, v) in [("time_us", r.time_us), ("busbw_gbps", r.busbw_gbps), ("bw_gbps", r.bw_gbps)] {
+        let bg_slowdown = r.background.as_ref().and_then(|b| b.slowdown);
+        for (field, v) in [
+            ("time_us", r.time_us),
+            ("busbw_gbps", r.busbw_gbps),
+            ("bw_gbps", r.bw_gbps),
+            ("slowdown", r.slowdown),
+            ("background.slowdown", bg_slowdown),
+        ] {
             if let Some(v) = v.filter(|v| !plots::plottable(*v)) {
                 return Err(format!(
                     "row '{}' (cycle {}): {field} {v:e} cannot be plotted: a plot axis holds values from {:e} to {:e}",
@@ -423,6 +430,125 @@ fn ep_build(runs: &[Labeled], dir: &Path) -> Result<Vec<Block>, String> {
     Ok(doc)
 }
 
+/// The foreground an interference row measures: one report section each.
+fn fg_title(r: &Row) -> String {
+    let mut t = format!("{} {} B {}", r.impl_name, r.size_bytes, r.dtype);
+    if let (Some(m), Some(p), Some(k)) = (&r.mode, &r.phase, r.tokens) {
+        t = format!("{} {} {p}, {k} tokens per rank, {}", r.impl_name, m.to_uppercase(), r.dtype);
+    }
+    t
+}
+
+/// Mean over cycles per (foreground, background size): foreground slowdown, background slowdown,
+/// foreground together time.
+type InterferenceStats = BTreeMap<(String, u64), (f64, Option<f64>, f64)>;
+
+fn interference_stats(run: &Run) -> InterferenceStats {
+    let mut acc: BTreeMap<(String, u64), Vec<&Row>> = BTreeMap::new();
+    for r in run.rows.iter().filter(|r| r.status == Status::Ok && r.slowdown.is_some()) {
+        let size = r.background.as_ref().map(|b| b.size_bytes).unwrap_or(0);
+        acc.entry((fg_title(r), size)).or_default().push(r);
+    }
+    acc.into_iter()
+        .map(|(k, rows)| {
+            let fg = mean(rows.iter().filter_map(|r| r.slowdown)).unwrap_or(0.0);
+            let bg = mean(rows.iter().filter_map(|r| r.background.as_ref()?.slowdown));
+            let t = mean(rows.iter().filter_map(|r| r.together_us)).unwrap_or(0.0);
+            (k, (fg, bg, t))
+        })
+        .collect()
+}
+
+/// Interference runs: per foreground, the slowdown of each side against the background's size,
+/// plotted and tabled, run beside run.
+fn interference_build(runs: &[Labeled], dir: &Path) -> Result<Vec<Block>, String> {
+    let mut doc = vec![Block::Heading("ginbench report".into())];
+    doc.push(Block::Text(format!(
+        "{} runs of `interference`; slowdown is together / alone (1.00 = no interference) for the foreground (fg) and \
+         the background (bg) against the background's size per rank; time is the foreground's together time in µs; \
+         mean over `-N` cycles. Ratios are against the first run ({}).",
+        runs.len(),
+        runs[0].label
+    )));
+    doc.push(Block::Table(env_table(runs)));
+    doc.extend(loopback_warnings(runs));
+    for l in runs.iter().skip(1) {
+        let d = super::compare::env_differences(&runs[0].run, &l.run);
+        if !d.is_empty() {
+            doc.push(Block::Text(format!("{} differs from {}: {}.", l.label, runs[0].label, d.join("; "))));
+        }
+    }
+    let all: Vec<InterferenceStats> = runs.iter().map(|l| interference_stats(&l.run)).collect();
+    let order = first_seen(runs.iter().flat_map(|l| l.run.rows.iter()).map(|r| r.impl_name.as_str()));
+    let mut fgs: Vec<String> = all.iter().flat_map(|s| s.keys().map(|k| k.0.clone())).collect();
+    fgs.sort_by_key(|f| (order.get(f.split(' ').next().unwrap_or("")).copied(), f.clone()));
+    fgs.dedup();
+    for fg in &fgs {
+        doc.push(Block::Heading(format!("foreground {fg}")));
+        let mut sizes: Vec<u64> = all.iter().flat_map(|s| s.keys().filter(|k| &k.0 == fg).map(|k| k.1)).collect();
+        sizes.sort();
+        sizes.dedup();
+        let mut series = vec![];
+        for (l, s) in runs.iter().zip(&all) {
+            let pick = |bg: bool| -> Vec<(f64, f64)> {
+                sizes
+                    .iter()
+                    .filter_map(|&z| {
+                        let (f, b, _) = s.get(&(fg.clone(), z))?;
+                        Some((z as f64, if bg { (*b)? } else { *f }))
+                    })
+                    .collect()
+            };
+            series.push(Series { label: format!("{} fg", l.label), points: pick(false) });
+            series.push(Series { label: format!("{} bg", l.label), points: pick(true) });
+        }
+        let slug = format!("slowdown_{fg}").replace(|c: char| !c.is_ascii_alphanumeric(), "_");
+        let file = format!("{slug}.svg");
+        if plots::line_chart(
+            &dir.join(&file),
+            &format!("{fg}: slowdown"),
+            plots::XAxis::Bytes,
+            "slowdown (together / alone)",
+            &series,
+            false,
+        )? {
+            doc.push(Block::Image(file));
+        }
+        let mut t = vec![vec!["background size (B)".to_string()]];
+        for l in runs {
+            t[0].extend([format!("{} fg slowdown", l.label), format!("{} bg slowdown", l.label)]);
+        }
+        for l in runs.iter().skip(1) {
+            t[0].push(format!("{} / {} fg slowdown", l.label, runs[0].label));
+        }
+        for l in runs {
+            t[0].push(format!("{} fg time", l.label));
+        }
+        for &z in &sizes {
+            let cells: Vec<Option<(f64, Option<f64>, f64)>> =
+                all.iter().map(|s| s.get(&(fg.clone(), z)).cloned()).collect();
+            let mut row = vec![z.to_string()];
+            for c in &cells {
+                row.push(c.map(|c| format!("{:.3}", c.0)).unwrap_or_else(|| "-".into()));
+                row.push(c.and_then(|c| c.1).map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into()));
+            }
+            for c in cells.iter().skip(1) {
+                row.push(match (cells[0], c) {
+                    (Some(a), Some(b)) if a.0 > 0.0 => format!("{:.2}×", b.0 / a.0),
+                    _ => "-".into(),
+                });
+            }
+            row.extend(cells.iter().map(|c| c.map(|c| num(c.2)).unwrap_or_else(|| "-".into())));
+            t.push(row);
+        }
+        doc.push(Block::Table(t));
+    }
+    if fgs.is_empty() {
+        doc.push(Block::Text("No row measured a slowdown (runs without a background have none to plot).".into()));
+    }
+    Ok(doc)
+}
+
 /// `first` cells, then each run's bandwidth, the ratio of each later run's to the first's, and
 /// each run's time.
 fn stat_row(first: Vec<String>, cells: &[Option<(f64, Option<f64>)>]) -> Vec<String> {
@@ -596,7 +722,11 @@ pub fn write(runs: &[Labeled], dir: &Path) -> Result<(), String> {
         return Err(format!("two runs are labelled '{}': labels must differ", l.label));
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let doc = if runs[0].run.benchmark == "ep" { ep_build(runs, dir)? } else { build(runs, dir)? };
+    let doc = match runs[0].run.benchmark.as_str() {
+        "ep" => ep_build(runs, dir)?,
+        "interference" => interference_build(runs, dir)?,
+        _ => build(runs, dir)?,
+    };
     for (name, text) in [("report.md", markdown(&doc)), ("report.html", html(&doc))] {
         super::write_atomic(&dir.join(name), text.as_bytes()).map_err(|e| format!("{name}: {e}"))?;
     }

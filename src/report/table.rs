@@ -182,6 +182,82 @@ pub fn ep_line(dispatch: &Row, combine: &Row) -> Option<String> {
     ))
 }
 
+/// The interference table's columns: the background's size, count, type and reduction first
+/// (nccl-tests' leading columns), then both sides alone and together. Without a background
+/// (`alone_only`) the foreground's time alone and #wrong.
+pub fn interference_header(alone_only: bool) -> String {
+    let mut s = String::from("#\n");
+    if alone_only {
+        s += &format!(
+            "# {:>10}  {:>12}  {:>8}  {:>6}  {:>10}  {:>6}\n",
+            "size", "count", "type", "redop", "fg alone", "#wrong"
+        );
+        s += &format!("# {:>10}  {:>12}  {:>8}  {:>6}  {:>10}  {:>6}\n", "(B)", "(elements)", "", "", "(us)", "");
+        return s;
+    }
+    s += &format!(
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:^28}  {:^28}  {:^18}\n",
+        "background", "", "", "", "foreground", "background", "background busbw"
+    );
+    let cols =
+        ["alone", "together", "slowdown", "alone", "together", "slowdown", "alone", "together", "overlap", "#wrong"];
+    let units = ["(us)", "(us)", "", "(us)", "(us)", "", "(GB/s)", "(GB/s)", "(%)", ""];
+    let row = |first: [&str; 4], rest: [&str; 10]| {
+        let mut l = format!("# {:>10}  {:>12}  {:>8}  {:>6}", first[0], first[1], first[2], first[3]);
+        for (i, c) in rest.iter().enumerate() {
+            l += &format!("  {c:>w$}", w = if i >= 8 { [7, 6][i - 8] } else { 8 });
+        }
+        l + "\n"
+    };
+    s += &row(["size", "count", "type", "redop"], cols);
+    s += &row(["(B)", "(elements)", "", ""], units);
+    s
+}
+
+/// One interference line (None when the row did not run: its reason goes on a `#` line).
+/// Values that could not be measured print as N/A, as nccl-tests prints an unchecked #wrong; a
+/// measured row's note (an incomplete overlap) follows on a `#` line.
+pub fn interference_line(r: &Row) -> Option<String> {
+    if r.status != Status::Ok {
+        return None;
+    }
+    let note = r.reason.as_ref().map(|w| format!("#   note: {w}\n")).unwrap_or_default();
+    interference_data(r).map(|l| l + &note)
+}
+
+fn interference_data(r: &Row) -> Option<String> {
+    let f = |v: Option<f64>, w: usize| v.map(|v| fit(v, w)).unwrap_or_else(|| "N/A".into());
+    let wrong = r.wrong.map(|w| c_g(w as f64)).unwrap_or_else(|| "N/A".into());
+    let Some(b) = r.background.as_ref().filter(|b| b.op != "none") else {
+        return Some(format!(
+            "{:>12}  {:>12}  {:>8}  {:>6}  {:>10}  {:>6}\n",
+            0,
+            0,
+            "none",
+            "none",
+            f(r.alone_us, 10),
+            wrong
+        ));
+    };
+    Some(format!(
+        "{:>12}  {:>12}  {:>8}  {:>6}  {:>8}  {:>8}  {:>8}  {:>8}  {:>8}  {:>8}  {:>8}  {:>8}  {:>7}  {:>6}\n",
+        b.size_bytes,
+        b.count,
+        b.dtype,
+        b.redop,
+        f(r.alone_us, 8),
+        f(r.together_us, 8),
+        f(r.slowdown, 8),
+        f(b.alone_us, 8),
+        f(b.together_us, 8),
+        f(b.slowdown, 8),
+        f(b.busbw_alone_gbps, 8),
+        f(b.busbw_together_gbps, 8),
+        f(r.overlap.map(|o| o * 100.0), 7),
+        wrong
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -106,3 +106,42 @@ pub fn ep_run(ranks: usize, rows: Vec<Row>) -> Run {
     r.env.ranks = ranks;
     r
 }
+
+/// An ok interference row: the nvl alltoall of 32 MB against an all-reduce of `bg_size` bytes
+/// per rank over 2 ranks; `(alone, together)` µs for each side.
+#[allow(dead_code)]
+pub fn interference_row(bg_size: u64, fg: (f64, f64), bg: (f64, f64), cycle: u32) -> Row {
+    let busbw = |t: f64| bg_size as f64 / 1e3 / t;
+    Row {
+        time_us: Some(fg.1),
+        p50_us: None,
+        p99_us: None,
+        algbw_gbps: Some(33554432.0 / 1e3 / fg.1),
+        busbw_gbps: Some(33554432.0 / 1e3 / fg.1 * 0.75),
+        alone_us: Some(fg.0),
+        together_us: Some(fg.1),
+        slowdown: Some(fg.1 / fg.0),
+        overlap: Some(1.0),
+        background: Some(Background {
+            op: "allreduce".into(),
+            size_bytes: bg_size,
+            count: bg_size / 4,
+            dtype: "float".into(),
+            redop: "sum".into(),
+            ranks: 2,
+            alone_us: Some(bg.0),
+            together_us: Some(bg.1),
+            slowdown: Some(bg.1 / bg.0),
+            busbw_alone_gbps: Some(busbw(bg.0)),
+            busbw_together_gbps: Some(busbw(bg.1)),
+            wrong: Some(0),
+        }),
+        ..row("nvl", 33554432, fg.1, fg.1, cycle)
+    }
+}
+
+/// An interference run of 4 ranks holding `rows`.
+#[allow(dead_code)]
+pub fn interference_run(rows: Vec<Row>) -> Run {
+    Run { benchmark: "interference".into(), command: "interference_perf".into(), ..run(rows) }
+}

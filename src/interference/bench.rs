@@ -1,0 +1,619 @@
+//! `interference_perf`: split the EP and DP communicators, set up the foreground through its
+//! benchmark's own steps (`alltoall::bench::Step`, `ep::bench::Phases`) and the background, and
+//! for every (foreground, background size) pair measure alone, together, and check both while
+//! they overlap.
+use super::background::{self, Background};
+use super::cli::{BgOp, Config, Foreground};
+use super::measure::{self, Marks};
+use crate::alltoall::bench::Step;
+use crate::bootstrap::group::Group;
+use crate::bootstrap::Bootstrap;
+use crate::cuda::Gpu;
+use crate::driver::{self, Benchmark, Output, RankCtx};
+use crate::ep::bench::Phases;
+use crate::ep::device::{sm_count, Checks};
+use crate::ep::metrics::{Mode, Phase};
+use crate::ep::reference::Layout as EpLayout;
+use crate::ep::routing::{Generator, RoutingSpec};
+use crate::error::{Error, Result};
+use crate::harness::check::Checker;
+use crate::harness::{self, sizes, stats, watchdog, LoopParams};
+use crate::nccl::{DevMem, Registration};
+use crate::report::table;
+use crate::results::{self, Env, Placement, Row, Status, Summary};
+
+impl Benchmark for Config {
+    const PROG: &'static str = "interference_perf";
+    const KIND: &'static str = "interference";
+
+    fn common(&self) -> &driver::Common {
+        &self.common
+    }
+
+    fn config_json(&self) -> serde_json::Value {
+        config_json(self)
+    }
+
+    fn real_gin_impls(&self) -> Vec<&'static str> {
+        match &self.fg {
+            Foreground::Alltoall { impls, .. } => impls.iter().filter(|i| i.real_gin()).map(|i| i.name).collect(),
+            Foreground::Ep { impls, .. } => impls.iter().filter(|i| i.real_gin()).map(|i| i.name).collect(),
+        }
+    }
+
+    fn describe(&self, env: &Env) -> String {
+        let c = &self.common;
+        let layout = self.layout_for(env.ranks).map(|l| l.describe()).unwrap_or_else(|e| e.to_string());
+        let bg = match self.bg {
+            BgOp::None => "none (the foreground alone)".to_string(),
+            op => format!(
+                "{} float sum, {} to {} bytes per rank ({} sizes)",
+                op.name(),
+                self.bg_sizes[0],
+                self.bg_sizes.last().unwrap(),
+                self.bg_sizes.len()
+            ),
+        };
+        let prio = |p: Option<i32>| p.map(|p| p.to_string()).unwrap_or_else(|| "default".into());
+        format!(
+            "# foreground: {}; device CTAs (SMs): {}\n# background: {bg}\n# layout: {layout}\n# EP communicator: {}, stream priority {}\n# DP communicator: {}, stream priority {}\n# warmup iters: {} iters: {} validation: {} (both sides checked while overlapped)\n",
+            describe_fg(&self.fg),
+            if self.ctas == 0 { "impl default".into() } else { self.ctas.to_string() },
+            self.ep_comm.nccl.describe(),
+            prio(self.ep_comm.stream_priority),
+            self.dp_comm.nccl.describe(),
+            prio(self.dp_comm.stream_priority),
+            c.warmup,
+            c.iters,
+            c.check
+        )
+    }
+
+    fn check_gpu(&self, gpu: &Gpu) -> Result<()> {
+        if matches!(self.fg, Foreground::Ep { .. }) {
+            let sms = sm_count(gpu)?;
+            if self.ctas > sms {
+                return Err(Error::usage(
+                    format!("-V {} asks for more CTAs than the GPU's {sms} SMs", self.ctas),
+                    format!("use -V 1..{sms}"),
+                ));
+            }
+        }
+        let (least, greatest) = gpu.priority_range()?;
+        for (flag, p) in [
+            ("--ep-stream-priority", self.ep_comm.stream_priority),
+            ("--dp-stream-priority", self.dp_comm.stream_priority),
+        ] {
+            if let Some(p) = p.filter(|p| !(greatest..=least).contains(p)) {
+                return Err(Error::usage(
+                    format!("{flag} {p} is outside this GPU's stream priorities {greatest}..{least}"),
+                    format!("use {greatest} (most urgent) to {least}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn sweep(&self, ctx: &RankCtx, out: &mut Output) -> Result<()> {
+        let world = ctx.boot;
+        let me = world.rank();
+        let layout = self.layout_for(world.size())?;
+        let (eg, dg) = (layout.ep_group(me), layout.dp_group(me));
+        // Both splits are collective over every rank, in this order on all of them.
+        let ep_comm = ctx.comm.split(eg.color, me, &self.ep_comm.nccl)?;
+        let dp_comm = ctx.comm.split(dg.color, me, &self.dp_comm.nccl)?;
+        let ep_boot = Group::new(world, eg.members);
+        // Without a priority the foreground runs on the rank's own stream, as the standalone
+        // benchmarks do.
+        let fg_view = self.ep_comm.stream_priority.map(|p| ctx.gpu.stream_with_priority(p)).transpose()?;
+        let fg_view = fg_view.map(|s| ctx.gpu.on_stream(s));
+        let fg_gpu = fg_view.as_ref().unwrap_or(ctx.gpu);
+        let bg_stream = match self.dp_comm.stream_priority {
+            Some(p) => ctx.gpu.stream_with_priority(p)?,
+            None => ctx.gpu.ctx.new_stream()?,
+        };
+        let max_bg = self.bg_sizes.iter().copied().max().unwrap_or(background::ELT);
+        let mut bg = Background::new(self.bg, ctx.gpu.on_stream(bg_stream), dp_comm, max_bg)?;
+        watchdog::beat();
+        let mut run = Runner { cfg: self, world, fg_gpu, bg: &mut bg, seed: 0 };
+        let result = (0..self.common.cycles).try_for_each(|cycle| {
+            out.cycle = cycle;
+            let fg = Fg { boot: &ep_boot, gpu: fg_gpu, comm: &ep_comm, env: ctx.env };
+            match &self.fg {
+                Foreground::Alltoall { .. } => run.sweep_alltoall(&fg, out),
+                Foreground::Ep { .. } => run.sweep_ep(&fg, out),
+            }
+        });
+        fg_gpu.stream.synchronize()?;
+        bg.gpu.stream.synchronize()?;
+        result
+    }
+
+    fn footer(&self, s: &Summary) -> String {
+        format!("# Out of bounds values : {} {}\n#\n", s.rows_wrong, if s.rows_wrong > 0 { "FAILED" } else { "OK" })
+    }
+}
+
+fn describe_fg(fg: &Foreground) -> String {
+    match fg {
+        Foreground::Alltoall { impls, sizes, dtype, register } => format!(
+            "alltoall {} {} bytes per rank {:?}, -R {register}",
+            impls.iter().map(|i| i.name).collect::<Vec<_>>().join(","),
+            dtype.name(),
+            sizes
+        ),
+        Foreground::Ep { impls, modes, preset, shape, tokens, payload, .. } => format!(
+            "ep {} {} dispatch {} {preset} (hidden {} top-{} {} experts) tokens {}",
+            impls.iter().map(|i| i.name).collect::<Vec<_>>().join(","),
+            modes.iter().map(|m| m.name()).collect::<Vec<_>>().join(","),
+            payload.name(),
+            shape.hidden,
+            shape.topk,
+            shape.experts,
+            tokens.as_ref().map(|t| format!("{t:?}")).unwrap_or_else(|| "128 LL / 4096 HT".into())
+        ),
+    }
+}
+
+/// The foreground's side of a rank: its group, stream and communicator.
+struct Fg<'a> {
+    boot: &'a dyn Bootstrap,
+    gpu: &'a Gpu,
+    comm: &'a crate::nccl::Comm,
+    env: &'a Env,
+}
+
+struct Runner<'a> {
+    cfg: &'a Config,
+    world: &'a dyn Bootstrap,
+    fg_gpu: &'a Gpu,
+    bg: &'a mut Background,
+    /// Seed of the last checked run: each gets new values.
+    seed: u32,
+}
+
+/// One foreground measurement: what it enqueues per iteration, and one checked run.
+struct Point<'a> {
+    label: String,
+    base: Row,
+    op: &'a dyn Fn(u32) -> Result<()>,
+    check: &'a dyn Fn(u32) -> Result<u64>,
+    /// Bytes per rank for the foreground's nccl-tests bandwidths (alltoall), with its ranks.
+    alltoall_bytes: Option<(u64, u64)>,
+}
+
+impl Runner<'_> {
+    fn params(&self) -> LoopParams {
+        let c = &self.cfg.common;
+        LoopParams {
+            iters: c.iters,
+            warmup: c.warmup,
+            ops_per_iter: 1,
+            blocking: false,
+            graph_launches: 0,
+            capture: false,
+        }
+    }
+
+    /// Reduce per-rank values over every rank per `-a`.
+    fn reduce(&self, v: f64) -> f64 {
+        let all: Vec<f64> = self.world.allgather_f64(&[v]).iter().map(|x| x[0]).collect();
+        stats::reduce(&all, self.cfg.common.average)
+    }
+
+    fn world_max(&self, v: f64) -> f64 {
+        self.world.allgather_f64(&[v]).iter().map(|x| x[0]).fold(f64::MIN, f64::max)
+    }
+
+    fn world_min(&self, v: f64) -> f64 {
+        self.world.allgather_f64(&[v]).iter().map(|x| x[0]).fold(f64::MAX, f64::min)
+    }
+
+    fn world_sum(&self, v: u64) -> u64 {
+        self.world.allgather_f64(&[v as f64]).iter().map(|x| x[0] as u64).sum()
+    }
+
+    /// Every row of one foreground point: alone once, then per background size together.
+    fn point(&mut self, p: &Point, out: &mut Output) -> Result<()> {
+        let cfg = self.cfg;
+        // Alone: the standalone benchmarks' own timing loop on the same operation.
+        let alone = harness::time_loop(self.fg_gpu, self.world, &self.params(), &p.label, &mut |i| (p.op)(i))?;
+        let fg_alone_mine = alone.mean_us;
+        let fg_alone = self.reduce(fg_alone_mine);
+        let fg_alone_max = self.world_max(fg_alone_mine);
+        if cfg.bg == BgOp::None {
+            let mut wrong = None;
+            for _ in 0..cfg.common.check {
+                self.seed += 1;
+                *wrong.get_or_insert(0) += (p.check)(self.seed)?;
+            }
+            let wrong = wrong.map(|w| self.world_sum(w));
+            let row = Row {
+                time_us: Some(fg_alone),
+                alone_us: Some(fg_alone),
+                wrong,
+                background: Some(results::Background { op: "none".into(), ..Default::default() }),
+                ..self.bandwidths(p, fg_alone)
+            };
+            out.rows(table::interference_line(&row), vec![row]);
+            watchdog::beat();
+            return Ok(());
+        }
+        for &size in &cfg.bg_sizes {
+            out.progress(&format!("{} against {} {size} B", p.label, cfg.bg.name()));
+            self.bg.resize(size)?;
+            let bg_alone_mine = measure::bg_alone(self.bg, self.world, cfg.common.iters, cfg.common.warmup)?;
+            let bg_alone_max = self.world_max(bg_alone_mine);
+            let capture = cfg.profile_bg == Some(size);
+            // Together, with more background each time the foreground outlasted it.
+            let mut stretch = 2.0;
+            let mut attempt = 0;
+            let (marks, plan, overlap) = loop {
+                let plan = measure::plan(fg_alone_max, bg_alone_max, cfg.common.iters, stretch);
+                let fg_loop = || -> Result<()> { (0..plan.fg_iters).try_for_each(|i| (p.op)(i)) };
+                let mut run = || {
+                    let label = format!("{} together with {} {size}B", p.label, cfg.bg.name());
+                    let _r = crate::profile::range(|| label);
+                    measure::overlapped(self.fg_gpu, self.bg, self.world, plan.bg_iters, |b, _| b.launch(), fg_loop)
+                };
+                let ((), marks) = if capture { crate::profile::captured(run)? } else { run()? };
+                let overlap = self.world_min(marks.overlap());
+                attempt += 1;
+                if overlap >= 1.0 || attempt == measure::ATTEMPTS {
+                    break (marks, plan, overlap);
+                }
+                stretch *= 2.0;
+            };
+            let (fg_wrong, bg_wrong, check_overlap) = self.check_together(p, fg_alone_max, bg_alone_max)?;
+            let row = self.row(
+                p,
+                size,
+                Measured { fg_alone, marks, plan, overlap, bg_alone_mine, fg_wrong, bg_wrong, check_overlap },
+            );
+            out.rows(table::interference_line(&row), vec![row]);
+            watchdog::beat();
+        }
+        Ok(())
+    }
+
+    /// `-c` checked runs of the foreground, each while checked background iterations run beside
+    /// it; wrong elements of each side summed over ranks, and the smallest overlap of the checks.
+    fn check_together(
+        &mut self,
+        p: &Point,
+        fg_alone_max: f64,
+        bg_alone_max: f64,
+    ) -> Result<(Option<u64>, Option<u64>, Option<f64>)> {
+        if self.cfg.common.check == 0 {
+            return Ok((None, None, None));
+        }
+        // A checked run also fills, verifies and synchronises: give the background at least
+        // CHECK_COVER_US of work, or 20 foreground operations' worth.
+        const CHECK_COVER_US: f64 = 50_000.0;
+        let cover = CHECK_COVER_US.max(20.0 * fg_alone_max);
+        let iters = ((cover / bg_alone_max.max(1e-3)).ceil() as u32).clamp(2, measure::MAX_BG_ITERS);
+        let (mut fg_wrong, mut bg_wrong, mut overlap) = (0, 0, 1.0f64);
+        for _ in 0..self.cfg.common.check {
+            self.seed += 1;
+            let seed = self.seed;
+            self.bg.start_check(seed)?;
+            let (w, marks) = measure::overlapped(
+                self.fg_gpu,
+                self.bg,
+                self.world,
+                iters,
+                move |b, _| b.launch_checked(seed),
+                || (p.check)(seed),
+            )?;
+            fg_wrong += w;
+            bg_wrong += self.bg.finish_check()?;
+            overlap = overlap.min(marks.overlap());
+        }
+        Ok((Some(self.world_sum(fg_wrong)), Some(self.world_sum(bg_wrong)), Some(self.world_min(overlap))))
+    }
+
+    /// The foreground's nccl-tests bandwidths (alltoall) at `time_us`, on the point's base row.
+    fn bandwidths(&self, p: &Point, time_us: f64) -> Row {
+        let (alg, bus) = match p.alltoall_bytes {
+            Some((bytes, n)) => {
+                let (a, b) = sizes::alltoall_bw(bytes, time_us, n);
+                (Some(a), Some(b))
+            }
+            None => (None, None),
+        };
+        Row { algbw_gbps: alg, busbw_gbps: bus, status: Status::Ok, ..p.base.clone() }
+    }
+
+    /// One pair reduced over ranks into its row (every rank calls this; rank 0 keeps it).
+    fn row(&self, p: &Point, size: u64, m: Measured) -> Row {
+        let cfg = self.cfg;
+        let together = self.reduce(m.marks.fg_us(m.plan.fg_iters));
+        let bg_alone = self.reduce(m.bg_alone_mine);
+        // The background's together time needs whole iterations inside the window on every rank.
+        let inside = m.marks.bg_inside_us();
+        let bg_ok = self.world_min(if inside.is_some() { 1.0 } else { 0.0 }) > 0.0;
+        let bg_together = self.reduce(inside.map(|i| i.0).unwrap_or(0.0));
+        let bg_together = bg_ok.then_some(bg_together);
+        let n = self.bg.comm.nranks as u64;
+        let busbw = |t: f64| background::allreduce_bw(size, t, n).1;
+        let mut notes = vec![];
+        if m.overlap < 1.0 {
+            notes.push(format!(
+                "overlap incomplete: the background covered {:.1}% of the foreground's timed window",
+                m.overlap * 100.0
+            ));
+        }
+        if !bg_ok {
+            notes.push("no background iteration lay wholly inside the foreground window: background together time not measured".into());
+        }
+        if let Some(o) = m.check_overlap.filter(|&o| o < 1.0) {
+            notes.push(format!("checked with {:.1}% overlap", o * 100.0));
+        }
+        let wrong = match (m.fg_wrong, m.bg_wrong) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+        Row {
+            time_us: Some(together),
+            alone_us: Some(m.fg_alone),
+            together_us: Some(together),
+            slowdown: Some(together / m.fg_alone),
+            overlap: Some(m.overlap),
+            wrong,
+            reason: (!notes.is_empty()).then(|| notes.join("; ")),
+            background: Some(results::Background {
+                op: cfg.bg.name().into(),
+                size_bytes: size,
+                count: size / background::ELT,
+                dtype: "float".into(),
+                redop: "sum".into(),
+                ranks: n,
+                alone_us: Some(bg_alone),
+                together_us: bg_together,
+                slowdown: bg_together.map(|t| t / bg_alone),
+                busbw_alone_gbps: Some(busbw(bg_alone)),
+                busbw_together_gbps: bg_together.map(busbw),
+                wrong: m.bg_wrong,
+            }),
+            ..self.bandwidths(p, together)
+        }
+    }
+
+    fn skipped(&self, base: Row, why: &str, out: &mut Output) {
+        let sizes: Vec<u64> = if self.cfg.bg == BgOp::None { vec![0] } else { self.cfg.bg_sizes.clone() };
+        let rows = sizes
+            .iter()
+            .map(|&size| Row {
+                status: Status::Skipped,
+                reason: Some(why.into()),
+                background: Some(results::Background {
+                    op: self.cfg.bg.name().into(),
+                    size_bytes: size,
+                    count: size / background::ELT,
+                    dtype: "float".into(),
+                    redop: "sum".into(),
+                    ..Default::default()
+                }),
+                ..base.clone()
+            })
+            .collect();
+        out.rows(None, rows);
+    }
+
+    fn sweep_alltoall(&mut self, fg: &Fg, out: &mut Output) -> Result<()> {
+        let Foreground::Alltoall { impls, sizes: fg_sizes, dtype, register } = &self.cfg.fg else { unreachable!() };
+        let n = fg.boot.size() as u64;
+        let elt = dtype.size();
+        let bytes = crate::alltoall::bench::buffer_bytes(elt, fg_sizes, n);
+        let send = DevMem::alloc(bytes as usize)?;
+        let recv = DevMem::alloc(bytes as usize)?;
+        let reg = Registration::register(fg.comm, *register, &send, &recv)?;
+        let mut r = crate::alltoall::Rank {
+            boot: fg.boot,
+            gpu: fg.gpu,
+            comm: fg.comm,
+            send,
+            recv,
+            reg,
+            dtype: *dtype,
+            ctas: self.cfg.ctas,
+            gin: fg.env.gin.clone(),
+            emulate_nodes: self.cfg.common.emulate_nodes,
+        };
+        let checker = std::cell::RefCell::new(Checker::new(fg.gpu, elt)?);
+        checker.borrow().fill(fg.gpu, r.send.ptr, bytes / elt, 0, fg.boot.rank() as u32)?;
+        checker.borrow().fill(fg.gpu, r.recv.ptr, bytes / elt, 0, fg.boot.rank() as u32)?;
+        fg.gpu.stream.synchronize()?;
+        let result = (|| -> Result<()> {
+            for info in impls {
+                let imp = (info.make)(&r)?;
+                out.section(
+                    &format!("foreground alltoall {} (-D {}), registration {}", info.name, info.id, r.reg.describe()),
+                    &table::interference_header(self.cfg.bg == BgOp::None),
+                );
+                for &size in fg_sizes {
+                    let count = sizes::alltoall_count(size, elt, n);
+                    let base = Row {
+                        impl_name: info.name.into(),
+                        size_bytes: n * count * elt,
+                        count,
+                        dtype: dtype.name().into(),
+                        placement: Placement::OutOfPlace,
+                        cycle: out.cycle,
+                        ..Default::default()
+                    };
+                    let imp = match &imp {
+                        Err(why) => {
+                            self.skipped(base, why, out);
+                            continue;
+                        }
+                        Ok(imp) => imp,
+                    };
+                    if let Some(why) = imp.unsupported(count * elt) {
+                        self.skipped(base, &why, out);
+                        continue;
+                    }
+                    let step = Step::new(&r, imp.as_ref(), count, false, 1, self.cfg.common.iters);
+                    let op = |i: u32| step.op(i);
+                    let check = |seed: u32| step.check_once(&mut checker.borrow_mut(), seed, false);
+                    let point = Point {
+                        label: format!("{} {}B out-of-place", info.name, n * count * elt),
+                        base,
+                        op: &op,
+                        check: &check,
+                        alltoall_bytes: Some((n * count * elt, n)),
+                    };
+                    self.point(&point, out)?;
+                }
+                fg.gpu.stream.synchronize()?;
+            }
+            Ok(())
+        })();
+        fg.gpu.stream.synchronize()?;
+        r.reg.release(fg.comm);
+        result
+    }
+
+    fn sweep_ep(&mut self, fg: &Fg, out: &mut Output) -> Result<()> {
+        let Foreground::Ep { impls, modes, shape, tokens, payload, seed, .. } = &self.cfg.fg else { unreachable!() };
+        let n = fg.boot.size();
+        shape.validate(n)?;
+        let checks = Checks::new(fg.gpu)?;
+        let spec = RoutingSpec { gen: Generator::Uniform, seed: *seed, masked: 0, ranks: n };
+        for &mode in modes {
+            let tokens = tokens.clone().unwrap_or_else(|| vec![if mode == Mode::Ll { 128 } else { 4096 }]);
+            let max_tokens = *tokens.iter().max().unwrap();
+            for info in impls {
+                let c = crate::ep::Ctx {
+                    boot: fg.boot,
+                    gpu: fg.gpu,
+                    comm: fg.comm,
+                    shape: *shape,
+                    payload: *payload,
+                    mode,
+                    ctas: self.cfg.ctas,
+                    max_tokens,
+                    emulate_nodes: self.cfg.common.emulate_nodes,
+                };
+                let imp = (info.make)(&c, &fg.env.gin)?;
+                for &t in &tokens {
+                    for phase in [Phase::Dispatch, Phase::Combine] {
+                        let base = Row {
+                            impl_name: info.name.into(),
+                            count: (t * shape.hidden) as u64,
+                            dtype: if phase == Phase::Dispatch { payload.name() } else { "bf16" }.into(),
+                            placement: Placement::OutOfPlace,
+                            mode: Some(mode.name().into()),
+                            phase: Some(phase.name().into()),
+                            tokens: Some(t as u64),
+                            hidden: Some(shape.hidden as u64),
+                            topk: Some(shape.topk as u64),
+                            experts: Some(shape.experts as u64),
+                            sms: imp.as_ref().ok().and_then(|i| i.sms()),
+                            cycle: out.cycle,
+                            ..Default::default()
+                        };
+                        out.section(
+                            &format!(
+                                "foreground ep {} {} {} {t} tokens per rank, dispatch {}",
+                                info.name,
+                                mode.name(),
+                                phase.name(),
+                                payload.name()
+                            ),
+                            &table::interference_header(self.cfg.bg == BgOp::None),
+                        );
+                        let imp = match &imp {
+                            Err(why) => {
+                                self.skipped(base, why, out);
+                                continue;
+                            }
+                            Ok(imp) => imp.as_ref(),
+                        };
+                        let routing: Vec<_> = (0..n).map(|r| spec.generate(r, t, shape.experts, shape.topk)).collect();
+                        let layout = EpLayout { routing: &routing, local_experts: shape.local_experts(n) };
+                        let ph = Phases::prepare(&c, imp, &layout, &checks, t)?;
+                        // Bytes this rank sends in the phase, averaged over every rank (as ep_perf's size_bytes).
+                        let sent: u64 = imp.bytes_to(&c, phase, &layout.traffic(fg.boot.rank())).iter().sum();
+                        let mean_sent = self.world.allgather_f64(&[sent as f64]).iter().map(|x| x[0]).sum::<f64>()
+                            / self.world.size() as f64;
+                        let op = |_: u32| if phase == Phase::Dispatch { ph.dispatch() } else { ph.combine() };
+                        let check = |s: u32| {
+                            let (d, cm) = ph.check_once(&checks, s, false)?;
+                            Ok(if phase == Phase::Dispatch { d } else { cm })
+                        };
+                        let point = Point {
+                            label: ph.label(phase),
+                            base: Row { size_bytes: mean_sent.round() as u64, ..base },
+                            op: &op,
+                            check: &check,
+                            alltoall_bytes: None,
+                        };
+                        self.point(&point, out)?;
+                    }
+                }
+                fg.gpu.stream.synchronize()?;
+                drop(imp);
+                self.world.barrier();
+            }
+        }
+        Ok(())
+    }
+}
+
+struct Measured {
+    fg_alone: f64,
+    marks: Marks,
+    plan: measure::Plan,
+    overlap: f64,
+    bg_alone_mine: f64,
+    fg_wrong: Option<u64>,
+    bg_wrong: Option<u64>,
+    check_overlap: Option<f64>,
+}
+
+fn config_json(c: &Config) -> serde_json::Value {
+    let fg = match &c.fg {
+        Foreground::Alltoall { impls, sizes, dtype, register } => serde_json::json!({
+            "kind": "alltoall",
+            "impls": impls.iter().map(|i| i.name).collect::<Vec<_>>(),
+            "sizes": sizes,
+            "datatype": dtype.name(),
+            "local_register": register,
+        }),
+        Foreground::Ep { impls, modes, preset, shape, tokens, payload, seed } => serde_json::json!({
+            "kind": "ep",
+            "impls": impls.iter().map(|i| i.name).collect::<Vec<_>>(),
+            "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
+            "preset": preset,
+            "hidden": shape.hidden,
+            "topk": shape.topk,
+            "experts": shape.experts,
+            "tokens": tokens,
+            "dispatch_dtype": payload.name(),
+            "routing": "uniform",
+            "seed": seed,
+        }),
+    };
+    serde_json::json!({
+        "local_ranks": c.common.local_ranks,
+        "foreground": fg,
+        "background": {"op": c.bg.name(), "sizes": c.bg_sizes, "datatype": "float", "redop": "sum"},
+        "layout": c.layout,
+        "ep": c.ep,
+        "dp": c.dp,
+        "comms": {"ep": c.ep_comm, "dp": c.dp_comm},
+        "device_cta_count": c.ctas,
+        "iters": c.common.iters,
+        "warmup_iters": c.common.warmup,
+        "check": c.common.check,
+        "average": c.common.average,
+        "run_cycles": c.common.cycles,
+        "timeout_s": c.common.timeout_s,
+        "emulate_nodes": c.common.emulate_nodes,
+        "require_gin": c.common.require_gin,
+        "profile_size": c.profile_bg,
+        "gate": "time_us is the foreground's together_us (alone_us without a background)",
+        "timing": "alone: the standalone benchmark's loop (events around -n iterations); together: the foreground's loop (stretched to hold whole background iterations) while the background, on its own thread and stream, covers it; overlap and the background's together time from per-iteration events",
+    })
+}

@@ -1,0 +1,488 @@
+//! `interference_perf` command line: the common flags, the foreground (an `alltoall_perf` or an
+//! `ep_perf` configuration, resolved through their registries), the background (a collective
+//! and an nccl-tests-style size sweep), the EP × DP layout and each communicator's isolation
+//! knobs.
+use super::layout::Layout;
+use crate::alltoall::registry::{self as a2a, ImplInfo};
+use crate::driver::cli::{help_footer, list, CommonArgs, VERSION};
+use crate::driver::Common;
+use crate::dtype::Dtype;
+use crate::ep::metrics::Mode;
+use crate::ep::registry::{self as ep, EpImplInfo};
+use crate::ep::shape::{self, Payload, Shape};
+use crate::error::{Error, Result};
+use crate::harness::sizes;
+use crate::nccl::config::CommConfig;
+use clap::Parser;
+use serde::Serialize;
+
+const AFTER_HELP: &str = "\
+Runs a foreground operation (--fg: an ep_perf or an alltoall_perf configuration) and a background
+collective (--bg) each on its own communicator and stream, first alone, then together, and reports
+for every (foreground, background size) pair both sides' time alone and together and the slowdown.
+The background is looped so that it covers the whole timed foreground window; the measured overlap
+is reported and a row whose overlap is incomplete says so. Both sides are checked while they
+overlap. With --bg none the foreground runs alone through the same code as ep_perf / alltoall_perf.
+
+Layout: ranks form EP groups of --ep consecutive ranks and DP groups of one rank per EP group
+(Megatron's order): on 4 ranks, --ep 2 gives EP {0,1} {2,3} and DP {0,2} {1,3}. --dp equal to the
+rank count puts DP over every rank (e.g. --ep 4 --dp 4: both communicators over the same ranks).
+Both communicators are split from one over every rank (ncclCommSplit), each with its own
+ncclConfig_t (--ep-* / --dp-* knobs; unset knobs keep NCCL's defaults and its NCCL_* variables).
+
+-V sets the foreground device kernels' CTAs (= SMs; EP default 24); --dp-max-ctas bounds the CTAs of
+NCCL's kernels for the background. --profile-size takes a background size: its together window is
+wrapped in cuProfilerStart / Stop (nsys profile --capture-range=cudaProfilerApi). CUDA graphs (-G)
+are not offered here.";
+
+/// Largest buffer per rank either side may ask for (1 TiB, beyond any GPU): a size typo is a
+/// usage error before anything is allocated.
+pub const MAX_BYTES: u64 = 1 << 40;
+
+/// The foreground operation's kind.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FgKind {
+    /// ep_perf's dispatch and combine (one row per phase)
+    Ep,
+    /// alltoall_perf's alltoall
+    Alltoall,
+}
+
+/// The background collective. Reduce-scatter and all-gather are the next values.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum BgOp {
+    /// ncclAllReduce, float, sum (a data-parallel gradient reduction)
+    #[value(name = "allreduce")]
+    #[serde(rename = "allreduce")]
+    AllReduce,
+    /// no background: the foreground alone (the standalone benchmark's figure)
+    #[value(name = "none")]
+    #[serde(rename = "none")]
+    None,
+}
+
+impl BgOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            BgOp::AllReduce => "allreduce",
+            BgOp::None => "none",
+        }
+    }
+}
+
+#[derive(Parser, Debug, Clone)]
+#[command(name = "interference_perf", version = VERSION, disable_version_flag = true, about = "A foreground EP or alltoall operation against a concurrent background collective on another communicator: alone, together, slowdown", after_help = help_footer(AFTER_HELP), args_override_self = true, allow_negative_numbers = true)]
+pub struct Args {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Foreground: ep (dispatch / combine) or alltoall
+    #[arg(long = "fg", value_enum, default_value = "ep")]
+    pub fg: FgKind,
+    /// Foreground implementation(s), comma-separated, from ep_perf's or alltoall_perf's --list-impls
+    #[arg(short = 'D', long = "impl", default_value = "nvl")]
+    pub implementation: String,
+    /// Foreground datatype: EP dispatch payload (bf16, fp8) or alltoall datatype (default bf16 / float)
+    #[arg(short = 'd', long = "datatype")]
+    pub datatype: Option<String>,
+    /// alltoall foreground: bytes per rank, comma-separated (K/M/G suffixes)
+    #[arg(long = "size", default_value = "32M")]
+    pub size: String,
+    /// alltoall foreground: buffer registration, 0 none, 1 ncclCommRegister, 2 symmetric window
+    #[arg(short = 'R', long = "local_register", default_value_t = 2)]
+    pub local_register: u32,
+    /// EP foreground: mode(s), ll and/or ht
+    #[arg(long = "mode", default_value = "ll")]
+    pub mode: String,
+    /// EP foreground: layer preset (deepseek-v3, qwen3-30b-a3b, mixtral)
+    #[arg(long = "preset", default_value = "deepseek-v3")]
+    pub preset: String,
+    /// EP foreground: hidden size (overrides the preset)
+    #[arg(long = "hidden")]
+    pub hidden: Option<usize>,
+    /// EP foreground: experts per token (overrides the preset)
+    #[arg(long = "topk")]
+    pub topk: Option<usize>,
+    /// EP foreground: experts in total (overrides the preset)
+    #[arg(long = "experts")]
+    pub experts: Option<usize>,
+    /// EP foreground: tokens per rank, comma-separated (default 128 LL, 4096 HT)
+    #[arg(long = "tokens")]
+    pub tokens: Option<String>,
+    /// EP foreground: routing seed (uniform top-k routing, as ep_perf's default)
+    #[arg(long = "seed", default_value_t = 1)]
+    pub seed: u64,
+    /// Background collective: allreduce, or none
+    #[arg(long = "bg", value_enum, default_value = "allreduce")]
+    pub bg: BgOp,
+    /// Background: minimum bytes per rank
+    #[arg(short = 'b', long = "minbytes", default_value = "1M")]
+    pub minbytes: String,
+    /// Background: maximum bytes per rank
+    #[arg(short = 'e', long = "maxbytes", default_value = "1G")]
+    pub maxbytes: String,
+    /// Background: additive size step, used when -f is 1
+    #[arg(short = 'i', long = "stepbytes", default_value = "1M")]
+    pub stepbytes: String,
+    /// Background: multiplicative size step (1 = use -i)
+    #[arg(short = 'f', long = "stepfactor", default_value_t = 4)]
+    pub stepfactor: u64,
+    /// Ranks per EP group (default: every rank)
+    #[arg(long = "ep")]
+    pub ep: Option<usize>,
+    /// Ranks per DP group (default: ranks / --ep; or the rank count for DP over every rank)
+    #[arg(long = "dp")]
+    pub dp: Option<usize>,
+    #[command(flatten)]
+    pub ep_knobs: EpKnobs,
+    #[command(flatten)]
+    pub dp_knobs: DpKnobs,
+}
+
+/// One communicator's knobs as flags; `$p` is the flag prefix.
+macro_rules! knobs {
+    ($name:ident, $p:literal, $who:literal) => {
+        #[derive(clap::Args, Debug, Clone, Default)]
+        pub struct $name {
+            #[doc = concat!($who, " communicator: ncclConfig_t minCTAs")]
+            #[arg(id = concat!($p, "-min-ctas"), long = concat!($p, "-min-ctas"), value_name = "N")]
+            pub min_ctas: Option<i32>,
+            #[doc = concat!($who, " communicator: ncclConfig_t maxCTAs (NCCL kernels' SM budget)")]
+            #[arg(id = concat!($p, "-max-ctas"), long = concat!($p, "-max-ctas"), value_name = "N")]
+            pub max_ctas: Option<i32>,
+            #[doc = concat!($who, " communicator: ncclConfig_t cgaClusterSize")]
+            #[arg(id = concat!($p, "-cga-cluster-size"), long = concat!($p, "-cga-cluster-size"), value_name = "N")]
+            pub cga_cluster_size: Option<i32>,
+            #[doc = concat!($who, " communicator: ncclConfig_t splitShare (1: share the parent's resources)")]
+            #[arg(id = concat!($p, "-split-share"), long = concat!($p, "-split-share"), value_name = "0|1")]
+            pub split_share: Option<u32>,
+            #[doc = concat!($who, " communicator: ncclConfig_t netName (e.g. IB, Socket)")]
+            #[arg(id = concat!($p, "-net-name"), long = concat!($p, "-net-name"), value_name = "NAME")]
+            pub net_name: Option<String>,
+            #[doc = concat!($who, " communicator: ncclConfig_t trafficClass")]
+            #[arg(id = concat!($p, "-traffic-class"), long = concat!($p, "-traffic-class"), value_name = "TC")]
+            pub traffic_class: Option<i32>,
+            #[doc = concat!($who, " stream priority (CUDA: lower is more urgent; 0 default)")]
+            #[arg(id = concat!($p, "-stream-priority"), long = concat!($p, "-stream-priority"), value_name = "P")]
+            pub stream_priority: Option<i32>,
+        }
+
+        impl $name {
+            fn spec(&self) -> Result<CommSpec> {
+                let nccl = CommConfig {
+                    cga_cluster_size: self.cga_cluster_size,
+                    min_ctas: self.min_ctas,
+                    max_ctas: self.max_ctas,
+                    split_share: self
+                        .split_share
+                        .map(|v| crate::driver::cli::flag01(v, concat!("--", $p, "-split-share")))
+                        .transpose()?,
+                    net_name: self.net_name.clone(),
+                    traffic_class: self.traffic_class,
+                };
+                nccl.validate(concat!("--", $p))?;
+                Ok(CommSpec { nccl, stream_priority: self.stream_priority })
+            }
+        }
+    };
+}
+knobs!(EpKnobs, "ep", "EP (foreground)");
+knobs!(DpKnobs, "dp", "DP (background)");
+
+/// One communicator's isolation settings, as recorded in the JSON's `config.comms`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CommSpec {
+    /// ncclConfig_t fields set (the rest are NCCL's defaults).
+    pub nccl: CommConfig,
+    /// CUDA stream priority of its stream; None: the default priority.
+    pub stream_priority: Option<i32>,
+}
+
+/// The foreground, resolved through its benchmark's registry.
+#[derive(Debug, Clone)]
+pub enum Foreground {
+    Alltoall {
+        impls: Vec<&'static ImplInfo>,
+        sizes: Vec<u64>,
+        dtype: Dtype,
+        register: u32,
+    },
+    Ep {
+        impls: Vec<&'static EpImplInfo>,
+        modes: Vec<Mode>,
+        preset: String,
+        shape: Shape,
+        tokens: Option<Vec<usize>>,
+        payload: Payload,
+        seed: u64,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub common: Common,
+    pub fg: Foreground,
+    pub bg: BgOp,
+    /// Background bytes per rank (empty with --bg none).
+    pub bg_sizes: Vec<u64>,
+    pub ep: Option<usize>,
+    pub dp: Option<usize>,
+    /// The layout, when the rank count is known from the command line or the launcher.
+    pub layout: Option<Layout>,
+    pub ep_comm: CommSpec,
+    pub dp_comm: CommSpec,
+    /// Foreground device kernels' CTAs: -V, or the EP default (24) for EP, 0 (impl default) for alltoall.
+    pub ctas: u32,
+    /// --profile-size: the background size whose together window is captured.
+    pub profile_bg: Option<u64>,
+}
+
+impl Config {
+    pub fn from_args(a: &Args, command: String) -> Result<Config> {
+        let (fg, first_emu, all) = match a.fg {
+            FgKind::Alltoall => {
+                let impls = a2a::resolve(&a.implementation)?;
+                let dtype = Dtype::parse(a.datatype.as_deref().unwrap_or("float"))?;
+                let sizes = list(&a.size, "size", sizes::parse_size)?;
+                if let Some(s) = sizes.iter().find(|&&s| s == 0 || s > MAX_BYTES) {
+                    return Err(Error::usage(
+                        format!("--size {s} is not in 1..={MAX_BYTES}"),
+                        "give alltoall bytes per rank, e.g. --size 2M,128M",
+                    ));
+                }
+                if a.local_register > 2 {
+                    return Err(Error::usage(format!("-R {} is not 0, 1 or 2", a.local_register), "-R 0, 1 or 2"));
+                }
+                if a.local_register != 2 {
+                    if let Some(i) = impls.iter().find(|i| i.needs_window) {
+                        return Err(Error::usage(
+                            format!("implementation '{}' runs on symmetric windows", i.name),
+                            "add -R 2",
+                        ));
+                    }
+                }
+                let emu = impls.iter().find(|i| i.emulated()).map(|i| i.name);
+                (
+                    Foreground::Alltoall { impls, sizes, dtype, register: a.local_register },
+                    emu,
+                    a.implementation.trim() == "all",
+                )
+            }
+            FgKind::Ep => {
+                let impls = ep::resolve(&a.implementation)?;
+                let modes = list(&a.mode, "mode", |s| match s {
+                    "ll" => Ok(Mode::Ll),
+                    "ht" => Ok(Mode::Ht),
+                    _ => Err(Error::usage(format!("unknown mode '{s}'"), "use ll, ht or ll,ht")),
+                })?;
+                let p = shape::preset(&a.preset)?;
+                let shape = Shape {
+                    hidden: a.hidden.unwrap_or(p.hidden),
+                    topk: a.topk.unwrap_or(p.topk),
+                    experts: a.experts.unwrap_or(p.experts),
+                };
+                let tokens = a
+                    .tokens
+                    .as_deref()
+                    .map(|t| {
+                        list(t, "tokens", |s| {
+                            let v = sizes::parse_size(s)?;
+                            if v == 0 || v as usize > shape::MAX_TOKENS {
+                                return Err(Error::usage(
+                                    format!("tokens per rank {v} is not in 1..={}", shape::MAX_TOKENS),
+                                    "e.g. --tokens 128",
+                                ));
+                            }
+                            Ok(v as usize)
+                        })
+                    })
+                    .transpose()?;
+                let payload = Payload::parse(a.datatype.as_deref().unwrap_or("bf16"))?;
+                let emu = impls.iter().find(|i| i.emulated()).map(|i| i.name);
+                let fg =
+                    Foreground::Ep { impls, modes, preset: a.preset.clone(), shape, tokens, payload, seed: a.seed };
+                (fg, emu, a.implementation.trim() == "all")
+            }
+        };
+        let common = Common::from_args(&a.common, first_emu, all, command)?;
+        if common.graph_launches > 0 {
+            return Err(Error::usage(
+                "-G is not offered by interference_perf",
+                "drop -G (both sides run as streams of launches)",
+            ));
+        }
+        let bg_sizes = match a.bg {
+            BgOp::None => vec![],
+            BgOp::AllReduce => {
+                let min = sizes::parse_size(&a.minbytes)?;
+                let max = sizes::parse_size(&a.maxbytes)?;
+                let step = sizes::parse_size(&a.stepbytes)?;
+                let sweep = sizes::sweep(min, max, a.stepfactor, step, "-i 1M")?;
+                if sweep.contains(&0) {
+                    return Err(Error::usage(
+                        "background size 0",
+                        "use --bg none for no background, or -b of at least 4",
+                    ));
+                }
+                if max > MAX_BYTES {
+                    return Err(Error::usage(format!("background size {max} is above {MAX_BYTES}"), "use -e 1G or so"));
+                }
+                sweep
+            }
+        };
+        let layout = common.ranks.map(|n| Layout::new(n, a.ep, a.dp)).transpose()?;
+        if let (Foreground::Ep { shape, .. }, Some(l)) = (&fg, &layout) {
+            shape.validate(l.ep)?;
+        }
+        let ctas = match (&fg, common.ctas) {
+            (_, v) if v > 0 => v,
+            (Foreground::Ep { .. }, _) => crate::ep::cli::DEFAULT_CTAS,
+            (Foreground::Alltoall { .. }, _) => 0,
+        };
+        let profile_bg = a.common.profile_size.as_deref().map(sizes::parse_size).transpose()?;
+        if let Some(p) = profile_bg {
+            if !bg_sizes.contains(&p) {
+                return Err(Error::usage(
+                    format!("--profile-size {p} is not one of the background sizes"),
+                    "give a background size the -b/-e/-f sweep visits",
+                ));
+            }
+        }
+        Ok(Config {
+            common,
+            fg,
+            bg: a.bg,
+            bg_sizes,
+            ep: a.ep,
+            dp: a.dp,
+            layout,
+            ep_comm: a.ep_knobs.spec()?,
+            dp_comm: a.dp_knobs.spec()?,
+            ctas,
+            profile_bg,
+        })
+    }
+
+    /// The layout for `ranks` (validated up front when the rank count was known).
+    pub fn layout_for(&self, ranks: usize) -> Result<Layout> {
+        Layout::new(ranks, self.ep, self.dp)
+    }
+}
+
+/// Parse argv; help and version print and exit 0, errors print one line and exit 6.
+pub fn parse(argv: Vec<String>) -> Result<Args> {
+    crate::error::parse_args("interference_perf", argv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Exit;
+
+    fn cfg(args: &[&str]) -> Result<Config> {
+        let mut v = vec!["interference_perf".to_string()];
+        v.extend(args.iter().map(|s| s.to_string()));
+        Config::from_args(&parse(v)?, args.join(" "))
+    }
+
+    #[test]
+    fn defaults_are_ep_ll_against_an_allreduce_sweep() {
+        let c = cfg(&["-g", "4"]).unwrap();
+        let Foreground::Ep { impls, modes, tokens, payload, shape, .. } = &c.fg else { panic!("EP foreground") };
+        assert_eq!(impls[0].name, "nvl");
+        assert_eq!(modes, &vec![Mode::Ll]);
+        assert_eq!((tokens, *payload), (&None, Payload::Bf16));
+        assert_eq!(shape.hidden, 7168);
+        assert_eq!(c.bg, BgOp::AllReduce);
+        assert_eq!(c.bg_sizes, vec![1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30]);
+        assert_eq!(c.layout, Some(Layout { ranks: 4, ep: 4, dp: 1 }));
+        assert_eq!(c.ctas, 24);
+        assert_eq!(c.ep_comm, CommSpec::default());
+    }
+
+    #[test]
+    fn alltoall_foreground_layouts_and_knobs() {
+        let c = cfg(&[
+            "-g",
+            "4",
+            "--fg",
+            "alltoall",
+            "-D",
+            "nvl,host",
+            "--size",
+            "2M,128M",
+            "--ep",
+            "2",
+            "-b",
+            "1M",
+            "-e",
+            "1G",
+            "-f",
+            "32",
+            "--dp-max-ctas",
+            "8",
+            "--dp-split-share",
+            "1",
+            "--ep-net-name",
+            "IB",
+            "--ep-stream-priority",
+            "-2",
+        ])
+        .unwrap();
+        let Foreground::Alltoall { impls, sizes, dtype, register } = &c.fg else { panic!("alltoall foreground") };
+        assert_eq!(impls.iter().map(|i| i.name).collect::<Vec<_>>(), ["nvl", "host"]);
+        assert_eq!(sizes, &vec![2 << 20, 128 << 20]);
+        assert_eq!((*dtype, *register), (Dtype::Float, 2));
+        assert_eq!(c.bg_sizes, vec![1 << 20, 32 << 20, 1 << 30]);
+        assert_eq!(c.layout, Some(Layout { ranks: 4, ep: 2, dp: 2 }));
+        assert_eq!(c.dp_comm.nccl.max_ctas, Some(8));
+        assert_eq!(c.dp_comm.nccl.split_share, Some(true));
+        assert_eq!(c.ep_comm.nccl.net_name.as_deref(), Some("IB"));
+        assert_eq!(c.ep_comm.stream_priority, Some(-2));
+        assert_eq!(c.ctas, 0);
+        let c = cfg(&["-g", "4", "--ep", "4", "--dp", "4", "--bg", "none"]).unwrap();
+        assert_eq!(c.layout, Some(Layout { ranks: 4, ep: 4, dp: 4 }));
+        assert!(c.bg_sizes.is_empty());
+        // The layer's experts divide over an EP group, not over every rank.
+        assert!(cfg(&["-g", "4", "--ep", "2", "--experts", "6", "--topk", "2"]).is_ok());
+        let c = cfg(&["-g", "2", "--profile-size", "4M", "-b", "1M", "-e", "16M"]).unwrap();
+        assert_eq!(c.profile_bg, Some(4 << 20));
+    }
+
+    #[test]
+    fn bad_input_is_one_line_and_exit_6() {
+        for (args, needle) in [
+            (vec!["-g", "4", "--ep", "3"], "--ep 3 does not divide the 4 ranks"),
+            (vec!["-g", "4", "--ep", "2", "--dp", "3"], "--dp 3 with --ep 2"),
+            (vec!["-g", "4", "--bg", "reduce"], "reduce"),
+            (vec!["--fg", "moe"], "moe"),
+            (vec!["-D", "warp"], "unknown implementation 'warp'"),
+            (vec!["--fg", "alltoall", "-D", "warp"], "unknown implementation 'warp'"),
+            (vec!["--fg", "alltoall", "-R", "0"], "runs on symmetric windows"),
+            (vec!["--fg", "alltoall", "--size", "0"], "--size 0"),
+            (vec!["--fg", "alltoall", "-d", "quaternion"], "unknown datatype"),
+            (vec!["--mode", "fast"], "unknown mode"),
+            (vec!["--tokens", "0"], "tokens per rank 0"),
+            (vec!["-d", "fp4"], "unknown dispatch dtype"),
+            (vec!["--experts", "7", "--topk", "2", "-g", "4"], "does not divide over 4 ranks"),
+            (vec!["-g", "4", "--ep", "2", "--experts", "5", "--topk", "2"], "does not divide over 2 ranks"),
+            (vec!["-b", "2G", "-e", "1G"], "larger than maximum"),
+            (vec!["-f", "0"], "step factor -f is 0"),
+            (vec!["-b", "0", "-e", "0", "-f", "1"], "background size 0"),
+            (vec!["-G", "1"], "-G is not offered"),
+            (vec!["--dp-max-ctas", "0"], "--dp-max-ctas 0"),
+            (vec!["--ep-min-ctas", "9", "--ep-max-ctas", "8"], "is above"),
+            (vec!["--dp-split-share", "2"], "--dp-split-share 2"),
+            (vec!["--dp-traffic-class", "300"], "--dp-traffic-class 300"),
+            (vec!["--profile-size", "3M"], "not one of the background sizes"),
+            (vec!["--ep", "-1"], "--ep"),
+            (vec!["-J", "/nonexistent/dir/x.json"], "does not exist"),
+            (vec!["-D", "gin-emu"], "--emulate-nodes"),
+        ] {
+            let e = cfg(&args).unwrap_err();
+            assert_eq!(e.exit, Exit::Usage, "{args:?}: {e}");
+            assert!(e.to_string().contains(needle), "{args:?}: {e}");
+            assert!(!e.to_string().contains('\n'), "{args:?}: multi-line {e}");
+        }
+    }
+}

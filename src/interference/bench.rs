@@ -427,12 +427,19 @@ impl Runner<'_> {
         let result = (|| -> Result<()> {
             for info in impls {
                 let imp = (info.make)(&r)?;
-                out.section(
-                    &format!("foreground alltoall {} (-D {}), registration {}", info.name, info.id, r.reg.describe()),
-                    &table::interference_header(self.cfg.bg == BgOp::None),
-                );
                 for &size in fg_sizes {
                     let count = sizes::alltoall_count(size, elt, n);
+                    // A section per foreground size: the rows' size column is the background's.
+                    out.section(
+                        &format!(
+                            "foreground alltoall {} (-D {}) {} B per rank, registration {}",
+                            info.name,
+                            info.id,
+                            n * count * elt,
+                            r.reg.describe()
+                        ),
+                        &table::interference_header(self.cfg.bg == BgOp::None),
+                    );
                     let base = Row {
                         impl_name: info.name.into(),
                         size_bytes: n * count * elt,

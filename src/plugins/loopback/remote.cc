@@ -346,6 +346,14 @@ Result progressPeers(CollComm& c) {
     if (k == 64) all = true;  // more than we could take in one call: look at every channel
   }
   auto drain = [&](Channel& ch) -> Result {
+    // A peer that said goodbye stays readable (EOF) forever: stop watching it.
+    struct Unwatch {
+      CollComm& c;
+      Channel& ch;
+      ~Unwatch() {
+        if (ch.closedByPeer() && !ch.dead()) epoll_ctl(c.epollFd, EPOLL_CTL_DEL, ch.fd(), nullptr);
+      }
+    } unwatch{c, ch};
     std::deque<Channel::Received> signals;
     {
       std::lock_guard<std::mutex> lock(ch.mutex);

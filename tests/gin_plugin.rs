@@ -111,6 +111,15 @@ fn gpu_smoke_passes_or_reports_no_gpu() {
         Some(8) => assert!(stderr.contains("skipped"), "{stderr}"),
         other => panic!("gpu smoke exited {other:?}:\n{stdout}\n{stderr}"),
     }
+    // Across processes (virtual nodes): one rank per process.
+    let out = Command::new(smoke).args([PLUGIN, "--processes", "2"]).output().expect("gpu smoke runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    match out.status.code() {
+        Some(0) => assert!(stdout.contains("2 processes: passed"), "{stdout}\n{stderr}"),
+        Some(8) => assert!(stderr.contains("skipped"), "{stderr}"),
+        other => panic!("gpu smoke --processes exited {other:?}:\n{stdout}\n{stderr}"),
+    }
     let usage = Command::new(smoke).output().expect("gpu smoke runs");
     assert_eq!(usage.status.code(), Some(6), "no argument is a usage error");
 }

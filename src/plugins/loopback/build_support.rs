@@ -177,13 +177,14 @@ pub fn build(cuda_home: &Path, out_dir: &Path) -> PathBuf {
     lib
 }
 
-/// Builds the CPU contract-test executable (the plugin's objects + tests/contract_test.cc) and
+/// Builds the CPU contract-test executable (the plugin's objects + tests/contract_test.cc and
+/// tests/multiprocess.cc) and
 /// returns its path.
 pub fn build_contract_test(out_dir: &Path) -> PathBuf {
     let (cxx, plugin) = objects(out_dir);
     let mut objs = plugin.clone();
-    let test = Path::new(SRC_DIR).join("tests/contract_test.cc");
-    objs.extend(compile_all(cxx, vec![test], &out_dir.join("loopback-test-obj")));
+    let tests = ["tests/contract_test.cc", "tests/multiprocess.cc"].map(|t| Path::new(SRC_DIR).join(t)).to_vec();
+    objs.extend(compile_all(cxx, tests, &out_dir.join("loopback-test-obj")));
     let exe = out_dir.join(CONTRACT_TEST);
     link(cxx, &[], &objs, &exe);
     println!("cargo:rustc-env=GINBENCH_LOOPBACK_CONTRACT_TEST={}", exe.display());

@@ -61,6 +61,20 @@ void loadOnce() {
   need(bind(lib, &gApi.memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"), "cuMemcpyDtoHAsync_v2");
   need(bind(lib, &gApi.streamWriteValue64, "cuStreamWriteValue64_v2", "cuStreamWriteValue64"),
        "cuStreamWriteValue64_v2");
+  need(bind(lib, &gApi.ctxGetDevice, "cuCtxGetDevice"), "cuCtxGetDevice");
+  need(bind(lib, &gApi.memRetainAllocationHandle, "cuMemRetainAllocationHandle"), "cuMemRetainAllocationHandle");
+  need(bind(lib, &gApi.memExportToShareableHandle, "cuMemExportToShareableHandle"), "cuMemExportToShareableHandle");
+  need(bind(lib, &gApi.memImportFromShareableHandle, "cuMemImportFromShareableHandle"),
+       "cuMemImportFromShareableHandle");
+  need(bind(lib, &gApi.memGetAllocationPropertiesFromHandle, "cuMemGetAllocationPropertiesFromHandle"),
+       "cuMemGetAllocationPropertiesFromHandle");
+  need(bind(lib, &gApi.memGetAllocationGranularity, "cuMemGetAllocationGranularity"),
+       "cuMemGetAllocationGranularity");
+  need(bind(lib, &gApi.memAddressReserve, "cuMemAddressReserve"), "cuMemAddressReserve");
+  need(bind(lib, &gApi.memAddressFree, "cuMemAddressFree"), "cuMemAddressFree");
+  need(bind(lib, &gApi.memMap, "cuMemMap"), "cuMemMap");
+  need(bind(lib, &gApi.memUnmap, "cuMemUnmap"), "cuMemUnmap");
+  need(bind(lib, &gApi.memRelease, "cuMemRelease"), "cuMemRelease");
   if (!ok) {
     gLoadResult = fail(kSystemError, "the CUDA driver lacks %s (driver too old?)", missing);
     return;

@@ -28,6 +28,9 @@ constexpr int kPointerAttrDeviceOrdinal = 9;      // CU_POINTER_ATTRIBUTE_DEVICE
 constexpr int kDevAttrCanUse64BitStreamMemOps = 122;  // CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS
 constexpr int kMemLocationTypeDevice = 1;         // CU_MEM_LOCATION_TYPE_DEVICE
 constexpr int kMemAccessReadWrite = 3;            // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+constexpr int kMemHandleTypePosixFd = 1;          // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+constexpr int kMemAllocGranularityMinimum = 0;    // CU_MEM_ALLOC_GRANULARITY_MINIMUM
+using MemHandle = unsigned long long;             // CUmemGenericAllocationHandle
 
 struct MemLocation {  // CUmemLocation
   int type;
@@ -36,6 +39,18 @@ struct MemLocation {  // CUmemLocation
 struct MemAccessDesc {  // CUmemAccessDesc
   MemLocation location;
   int flags;
+};
+struct MemAllocationProp {  // CUmemAllocationProp
+  int type;
+  int requestedHandleTypes;
+  MemLocation location;
+  void* win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } allocFlags;
 };
 
 struct Api {
@@ -62,6 +77,18 @@ struct Api {
   Status (*memcpyAsync)(DevicePtr dst, DevicePtr src, size_t bytes, Stream);
   Status (*memcpyDtoHAsync)(void* dst, DevicePtr src, size_t bytes, Stream);
   Status (*streamWriteValue64)(Stream, DevicePtr addr, uint64_t value, unsigned flags);
+  // Windows shared between processes (window_share.cc).
+  Status (*ctxGetDevice)(Device*);
+  Status (*memRetainAllocationHandle)(MemHandle*, void* addr);
+  Status (*memExportToShareableHandle)(void* shareable, MemHandle, int handleType, unsigned long long flags);
+  Status (*memImportFromShareableHandle)(MemHandle*, void* osHandle, int handleType);
+  Status (*memGetAllocationPropertiesFromHandle)(MemAllocationProp*, MemHandle);
+  Status (*memGetAllocationGranularity)(size_t*, const MemAllocationProp*, int option);
+  Status (*memAddressReserve)(DevicePtr*, size_t size, size_t alignment, DevicePtr addr, unsigned long long flags);
+  Status (*memAddressFree)(DevicePtr, size_t);
+  Status (*memMap)(DevicePtr, size_t size, size_t offset, MemHandle, unsigned long long flags);
+  Status (*memUnmap)(DevicePtr, size_t);
+  Status (*memRelease)(MemHandle);
 };
 
 // The driver API, loaded and cuInit'ed once per process. Fails (with one log line) where no
@@ -77,6 +104,23 @@ Result makeCurrent(Context ctx);
 
 // The primary context of `device`, retained once per process.
 Result primaryContext(int device, Context* out);
+
+// Saves the calling thread's current context and puts it back: setup and teardown calls run on
+// NCCL's (or the application's) threads, whose context must not change under them.
+class ScopedContext {
+ public:
+  explicit ScopedContext(const Api* api) : api_(api) { ok_ = api_->ctxGetCurrent(&saved_) == kOk; }
+  ~ScopedContext() {
+    if (ok_) api_->ctxSetCurrent(saved_);
+  }
+  ScopedContext(const ScopedContext&) = delete;
+  ScopedContext& operator=(const ScopedContext&) = delete;
+
+ private:
+  const Api* api_;
+  Context saved_ = nullptr;
+  bool ok_ = false;
+};
 
 }  // namespace cu
 }  // namespace gbl

@@ -27,6 +27,11 @@
 // Completion. An op is complete (test() says done) when its copy and its signal write have both
 // executed. That covers GIN's local completion (NCCL then bumps the op's counter and may reuse the
 // source, e.g. the inline slot) and remote visibility.
+//
+// Other processes (virtual nodes). A put to a rank of another process copies into that rank's
+// window mapped here (window_share.h); its signal becomes a message to the owner, sent once
+// the lane's data has completed and applied by the owner through the same signal path
+// (remote.h says what "done" means then).
 #include <sched.h>
 
 #include <algorithm>
@@ -37,12 +42,11 @@
 #include "internal.h"
 #include "log.h"
 #include "objects.h"
+#include "remote.h"
 #include "stats.h"
 
 namespace gbl {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 CollComm* liveComm(void* p, const char* what) {
   if (!isLive(p, Kind::Coll)) {
@@ -72,8 +76,19 @@ Result window(CollComm& c, void* mh, int rank, uint64_t off, size_t bytes, const
                 static_cast<unsigned long>(off), bytes, rank, e.size);
   }
   *entry = &e;
-  *addr = e.base + off;
+  // A window of another process that could not be mapped here has no address: only signals
+  // (messages) may target it.
+  *addr = e.base != nullptr ? e.base + off : nullptr;
   return kSuccess;
+}
+
+// A data put or get touching `e` of another process needs it mapped here.
+Result reachable(const CollComm& c, const RegEntry& e, int rank, const char* what) {
+  if (e.base != nullptr) return kSuccess;
+  return fail(kInvalidUsage,
+              "%s: rank %d (pid %d) is in another process and that window could not be shared with this one (not a "
+              "cuMem allocation with POSIX-FD handles)",
+              what, rank, c.pids.empty() ? 0 : c.pids[static_cast<size_t>(rank)]);
 }
 
 Lane* laneOf(CollComm& c, int context, uint32_t peer, const char* what) {
@@ -143,8 +158,8 @@ Result issueCopy(CollComm& c, Lane& lane, Request* req, const HeldChunk& piece) 
   Timeline* t = nullptr;
   if (Result r = laneTimeline(c, lane, piece, &t); r != kSuccess) return r;
   // A GPU copying within its own memory: through the host unless told to use the SMs.
-  bool bounce = piece.srcDevice >= 0 && piece.srcDevice == piece.dstDevice && piece.srcDevice == t->device &&
-                c.config.localCopy != LocalCopy::Direct;
+  bool bounce = !piece.crossProcess && piece.srcDevice >= 0 && piece.srcDevice == piece.dstDevice &&
+                piece.srcDevice == t->device && c.config.localCopy != LocalCopy::Direct;
   uint64_t ticket = 0;
   if (Result r = t->mover->copy(*t, piece.dst, piece.src, piece.bytes, bounce, &ticket); r != kSuccess) return r;
   req->parts.push_back(Part{t, ticket, nullptr});
@@ -159,12 +174,12 @@ Result releaseHeld(CollComm& c, Lane& lane, bool all) {
   std::vector<HeldChunk> now;
   for (size_t i = 0; i < lane.held.size();) {
     HeldChunk& h = lane.held[i];
-    if (all || h.pollsLeft <= 1) {
+    if (all || (!h.untilTested && h.pollsLeft <= 1)) {
       now.push_back(h);
       lane.held[i] = lane.held.back();
       lane.held.pop_back();
     } else {
-      h.pollsLeft--;
+      if (!h.untilTested) h.pollsLeft--;
       i++;
     }
   }
@@ -172,6 +187,23 @@ Result releaseHeld(CollComm& c, Lane& lane, bool all) {
   for (const HeldChunk& h : now) {
     h.req->heldChunks--;
     if (Result r = issueCopy(c, lane, h.req, h); r != kSuccess) return r;
+  }
+  return kSuccess;
+}
+
+// The negative control's data to another process: issued when its op is tested (test()).
+Result releaseTested(CollComm& c, Request* req) {
+  for (Lane& lane : c.lanes) {
+    for (size_t i = 0; i < lane.held.size();) {
+      if (lane.held[i].req == req && lane.held[i].untilTested) {
+        HeldChunk h = lane.held[i];
+        lane.held.erase(lane.held.begin() + static_cast<std::ptrdiff_t>(i));
+        req->heldChunks--;
+        if (Result r = issueCopy(c, lane, req, h); r != kSuccess) return r;
+      } else {
+        i++;
+      }
+    }
   }
   return kSuccess;
 }
@@ -186,8 +218,9 @@ Result progressHeld(CollComm& c) {
 
 // A put's (or get's) bytes on its lane: whole, or under chaos split into shuffled chunks of
 // which some may be held back (only when nothing on the lane has to follow them: `mayHold`).
+// `forceHold`: hold every piece until the op is tested (the cross-process negative control).
 Result enqueueData(CollComm& c, Lane& lane, Request* req, char* dst, int dstDevice, const char* src, int srcDevice,
-                   size_t bytes, uint64_t opSeq, bool mayHold) {
+                   size_t bytes, uint64_t opSeq, bool mayHold, bool forceHold = false) {
   if (bytes == 0) return kSuccess;
   unsigned n = 1;
   if (c.config.chaos && bytes >= c.chaos.minSplitBytes) n = 1 + static_cast<unsigned>(c.rng.below(c.chaos.maxChunks));
@@ -198,9 +231,10 @@ Result enqueueData(CollComm& c, Lane& lane, Request* req, char* dst, int dstDevi
   }
   for (unsigned i : order) {
     size_t lo = chunkStart(bytes, n, i), hi = chunkStart(bytes, n, i + 1);
-    HeldChunk piece{req, dst + lo, src + lo, hi - lo, dstDevice, srcDevice, 0, opSeq, i};
-    if (c.config.chaos && mayHold && c.rng.chance(c.chaos.holdPercent)) {
+    HeldChunk piece{req, dst + lo, src + lo, hi - lo, dstDevice, srcDevice, 0, opSeq, i, !c.isLocal(lane.peer)};
+    if (forceHold || (c.config.chaos && mayHold && c.rng.chance(c.chaos.holdPercent))) {
       piece.pollsLeft = 1 + static_cast<unsigned>(c.rng.below(c.chaos.maxHoldPolls));
+      piece.untilTested = forceHold;
       req->heldChunks++;
       lane.held.push_back(piece);
     } else if (Result r = issueCopy(c, lane, req, piece); r != kSuccess) {
@@ -226,10 +260,13 @@ Result orderAfter(Timeline& waiter, Timeline* source, uint64_t ticket, double ti
   }
 }
 
-Result writeSignal(CollComm& c, Lane& lane, Request* req, const RegEntry& entry, const MemHandle* h,
+// Writes the signal word of rank `dest` (of this process). `lane`: the sender's lane, whose work
+// the write follows when `orderAfterLane` (null for a signal that arrived as a message: its data
+// completed before the message was sent). `req`: the op to complete with it (or null).
+Result writeSignal(CollComm& c, int dest, Lane* lane, Request* req, const RegEntry& entry, const Registration* reg,
                    uint64_t signalOff, uint64_t* word, uint64_t delta, uint64_t opSeq, bool orderAfterLane) {
   bool device = entry.type == kPtrCuda;
-  SignalDomain& d = c.group->domain(lane.peer, device);
+  SignalDomain& d = c.group->domain(dest, device);
   std::lock_guard<std::mutex> lock(d.mutex);
   if (!d.timeline) {
     Mover* m = &hostMover();
@@ -239,13 +276,13 @@ Result writeSignal(CollComm& c, Lane& lane, Request* req, const RegEntry& entry,
     if (Result r = m->newTimeline(device ? entry.device : -1, &d.timeline); r != kSuccess) return r;
   }
   Timeline& t = *d.timeline;
-  if (orderAfterLane && lane.timeline) {
-    if (Result r = orderAfter(t, lane.timeline.get(), lane.timeline->issued, c.config.timeoutSeconds);
+  if (orderAfterLane && lane != nullptr && lane->timeline) {
+    if (Result r = orderAfter(t, lane->timeline.get(), lane->timeline->issued, c.config.timeoutSeconds);
         r != kSuccess) {
       return r;
     }
   }
-  SignalShadow& s = d.shadows[{h->reg, signalOff}];
+  SignalShadow& s = d.shadows[{reg, signalOff}];
   uint64_t completed = 0;
   if (Result r = t.mover->poll(t, &completed); r != kSuccess) return r;
   bool pending = s.known && s.lastTicket > completed;
@@ -261,8 +298,8 @@ Result writeSignal(CollComm& c, Lane& lane, Request* req, const RegEntry& entry,
   if (Result r = t.mover->writeSignal(t, word, value, &ticket); r != kSuccess) return r;
   s.value = value;
   s.lastTicket = ticket;
-  req->parts.push_back(Part{&t, ticket, &d.mutex});
-  if (t.mover->synchronous()) traceEvent(c, lane, TraceEvent::Signal, opSeq, 0, 0, word, value);
+  if (req != nullptr) req->parts.push_back(Part{&t, ticket, &d.mutex});
+  if (t.mover->synchronous() && lane != nullptr) traceEvent(c, *lane, TraceEvent::Signal, opSeq, 0, 0, word, value);
   return kSuccess;
 }
 
@@ -296,6 +333,28 @@ Result pollPart(const Part& p, uint64_t* completed) {
 }
 
 }  // namespace
+
+Result applySignal(CollComm& c, int context, int sender, uint64_t regSeq, uint64_t offset, uint64_t delta) {
+  Group& g = *c.group;
+  std::lock_guard<std::mutex> glock(g.mutex);
+  auto it = g.regs.find(regSeq);
+  if (it == g.regs.end() || !it->second->ready) {
+    return fail(kRemoteError, "a signal from rank %d (context %d) names window #%llu, which rank %d does not have",
+                sender, context, static_cast<unsigned long long>(regSeq), c.rank);
+  }
+  const Registration* reg = it->second;
+  const RegEntry& e = reg->entries[c.rank];
+  if (e.deregistered) {
+    return fail(kRemoteError, "a signal from rank %d arrived for window #%llu, which rank %d has deregistered", sender,
+                static_cast<unsigned long long>(regSeq), c.rank);
+  }
+  if (offset % sizeof(uint64_t) != 0 || offset > e.size || e.size - offset < sizeof(uint64_t)) {
+    return fail(kRemoteError, "a signal from rank %d is outside window #%llu (offset %llu of %zu bytes)", sender,
+                static_cast<unsigned long long>(regSeq), static_cast<unsigned long long>(offset), e.size);
+  }
+  return writeSignal(c, c.rank, nullptr, nullptr, e, reg, offset, reinterpret_cast<uint64_t*>(e.base + offset), delta,
+                     0, /*orderAfterLane=*/false);
+}
 
 Result drainTimeline(Timeline& t, double timeoutSeconds, const char* what) {
   auto deadline = Clock::now() + std::chrono::duration<double>(timeoutSeconds);
@@ -385,8 +444,10 @@ Result put(void* collComm, const PutArgs& a, void** request) {
   if (request == nullptr) return fail(kInvalidArgument, "%s: NULL request pointer", what);
   *request = nullptr;
   std::lock_guard<std::mutex> lock(c.mutex);
+  if (c.peerError != kSuccess) return c.peerError;  // a peer process died (logged once)
   Lane* lane = laneOf(c, a.context, a.rank, what);
   if (lane == nullptr) return noteError(c, kInvalidArgument);
+  const bool remote = !c.isLocal(static_cast<int>(a.rank));
 
   const RegEntry* srcE = nullptr;
   const RegEntry* dstE = nullptr;
@@ -401,6 +462,7 @@ Result put(void* collComm, const PutArgs& a, void** request) {
         r != kSuccess) {
       return noteError(c, r);
     }
+    if (Result r = reachable(c, *dstE, static_cast<int>(a.rank), what); r != kSuccess) return noteError(c, r);
   }
   const RegEntry* sigE = nullptr;
   char* sig = nullptr;
@@ -428,12 +490,19 @@ Result put(void* collComm, const PutArgs& a, void** request) {
   int dstDev = dstE != nullptr && dstE->type == kPtrCuda ? dstE->device : -1;
   uint64_t opSeq = ++lane->opSeq;
   Request* req = newRequest(c);
+  const Registration* sigReg = a.withSignal ? static_cast<MemHandle*>(a.signalMhandle)->reg : nullptr;
   Result r = kSuccess;
   if (!a.withSignal) {
     r = enqueueData(c, *lane, req, dst, dstDev, src, srcDev, a.size, opSeq, /*mayHold=*/true);
+  } else if (c.config.breakSignalEarly && remote) {
+    // Negative control across processes: the message leaves now, its data only when the op is
+    // tested.
+    r = sendSignal(c, *lane, req, sigReg->seq, a.signalOff, delta, /*early=*/true);
+    if (r == kSuccess) r = releaseHeld(c, *lane, true);
+    if (r == kSuccess) r = enqueueData(c, *lane, req, dst, dstDev, src, srcDev, a.size, opSeq, false, true);
   } else if (c.config.breakSignalEarly) {
     // Negative control: the signal goes first, unordered; its data follows.
-    r = writeSignal(c, *lane, req, *sigE, static_cast<MemHandle*>(a.signalMhandle), a.signalOff,
+    r = writeSignal(c, static_cast<int>(a.rank), lane, req, *sigE, sigReg, a.signalOff,
                     reinterpret_cast<uint64_t*>(sig), delta, opSeq, /*orderAfterLane=*/false);
     if (r == kSuccess) r = releaseHeld(c, *lane, true);
     if (r == kSuccess) r = enqueueData(c, *lane, req, dst, dstDev, src, srcDev, a.size, opSeq, false);
@@ -441,8 +510,10 @@ Result put(void* collComm, const PutArgs& a, void** request) {
     // Everything earlier on the lane, then this op's data, then the signal.
     r = releaseHeld(c, *lane, true);
     if (r == kSuccess) r = enqueueData(c, *lane, req, dst, dstDev, src, srcDev, a.size, opSeq, false);
-    if (r == kSuccess) {
-      r = writeSignal(c, *lane, req, *sigE, static_cast<MemHandle*>(a.signalMhandle), a.signalOff,
+    if (r == kSuccess && remote) {
+      r = sendSignal(c, *lane, req, sigReg->seq, a.signalOff, delta, /*early=*/false);
+    } else if (r == kSuccess) {
+      r = writeSignal(c, static_cast<int>(a.rank), lane, req, *sigE, sigReg, a.signalOff,
                       reinterpret_cast<uint64_t*>(sig), delta, opSeq, /*orderAfterLane=*/true);
     }
   }
@@ -463,6 +534,7 @@ Result get(void* collComm, int context, uint64_t remoteOff, void* remoteMhandle,
   if (request == nullptr) return fail(kInvalidArgument, "iget: NULL request pointer");
   *request = nullptr;
   std::lock_guard<std::mutex> lock(c.mutex);
+  if (c.peerError != kSuccess) return c.peerError;
   Lane* lane = laneOf(c, context, rank, "iget");
   if (lane == nullptr) return noteError(c, kInvalidArgument);
   const RegEntry* remoteE = nullptr;
@@ -476,6 +548,7 @@ Result get(void* collComm, int context, uint64_t remoteOff, void* remoteMhandle,
   if (Result r = window(c, localMhandle, c.rank, localOff, size, "iget", &localE, &local); r != kSuccess) {
     return noteError(c, r);
   }
+  if (Result r = reachable(c, *remoteE, static_cast<int>(rank), "iget"); r != kSuccess) return noteError(c, r);
   int localDev = localE->type == kPtrCuda ? localE->device : -1;
   int remoteDev = remoteE->type == kPtrCuda ? remoteE->device : -1;
   Request* req = newRequest(c);
@@ -519,9 +592,21 @@ Result test(void* collComm, void* request, int* done) {
     return noteError(c, fail(kInvalidArgument, "test: %p is not an outstanding request of this connection", request));
   }
   if (Result r = progressHeld(c); r != kSuccess) return noteError(c, r);
+  // Other processes: send signals whose data completed, apply those that arrived. A dead peer
+  // fails every pending op (NCCL 2.28.9 ignores test()'s result, but a later put fails too).
+  if (Result r = progressPeers(c); r != kSuccess) return noteError(c, r);
+  if (req->heldChunks > 0 && c.config.breakSignalEarly) {
+    if (Result r = releaseTested(c, req); r != kSuccess) return noteError(c, r);
+  }
   if (req->heldChunks > 0) return kSuccess;
   for (; req->partsDone < req->parts.size(); req->partsDone++) {
     const Part& p = req->parts[req->partsDone];
+    if (p.sentLane != nullptr) {
+      if (p.sentLane->sigSent >= p.ticket) continue;
+      if (Result r = pumpOutbox(c, *p.sentLane); r != kSuccess) return noteError(c, r);
+      if (p.sentLane->sigSent < p.ticket) return kSuccess;
+      continue;
+    }
     if (p.timeline->completedHint.load(std::memory_order_acquire) >= p.ticket) continue;
     uint64_t completed = 0;
     if (Result r = pollPart(p, &completed); r != kSuccess) return noteError(c, r);
@@ -542,7 +627,8 @@ Result progress(void* collComm) {
   CollComm* cp = liveComm(collComm, "progress");
   if (cp == nullptr) return kInvalidArgument;
   std::lock_guard<std::mutex> lock(cp->mutex);
-  return noteError(*cp, progressHeld(*cp));
+  if (Result r = progressHeld(*cp); r != kSuccess) return noteError(*cp, r);
+  return noteError(*cp, progressPeers(*cp));
 }
 
 Result lastError(void* collComm, bool* hasError) {
@@ -571,6 +657,9 @@ Result closeColl(void* collComm) {
         }
       }
     }
+    // Signals to other processes still waiting for their data go out now (bounded), then the
+    // channels close with a goodbye, so the peers do not take this for a crash.
+    if (Result r = closePeers(c); r != kSuccess && result == kSuccess) result = r;
     for (Request* r : c.requests) delete r;
     c.requests.clear();
     for (MemHandle* h : c.handles) releaseHandle(c, h);

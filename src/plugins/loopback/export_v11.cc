@@ -4,6 +4,7 @@
 #include "abi_v11.h"
 #include "engine.h"
 #include "log.h"
+#include "net_socket.h"
 #include "version.h"
 
 #define GBL_EXPORT extern "C" __attribute__((visibility("default")))
@@ -16,8 +17,8 @@ char kName[] = GINBENCH_LOOPBACK_NAME;
 // ---- net v11 -------------------------------------------------------------------------------
 // One host-only device. In one process every GPU pair has P2P, so NCCL never sets up its network
 // transport and only init / devices / getProperties / finalize are called (the NIC has no PCI
-// path, so it hangs off the first CPU and is never preferred). The data path answers with an
-// error: it would be needed only between processes (virtual nodes), which this build does not do.
+// path, so it hangs off the first CPU and is never preferred). Between processes on other
+// (virtual) nodes NCCL's host traffic goes through the data path of net_socket.cc.
 
 Result netInit(void** ctx, uint64_t commId, NetCommConfigV11* /*config*/, DebugLogger logger,
                ProfilerCallback /*prof*/) {
@@ -60,25 +61,20 @@ Result netGetProperties(int dev, NetPropertiesV11* props) {
   return kSuccess;
 }
 
-Result noNetDataPath(const char* what) {
-  return fail(kInternalError,
-              "net %s: the plugin's network carries no traffic between processes in this build (one process "
-              "per host only)",
-              what);
+Result netListen(void*, int dev, void* handle, void** listenComm) { return net::listen(dev, handle, listenComm); }
+Result netConnect(void*, int dev, void* handle, void** sendComm, NetDeviceHandle** /*sendDevComm: no offload*/) {
+  return net::connect(dev, handle, sendComm);
 }
-
-Result netListen(void*, int, void*, void**) { return noNetDataPath("listen"); }
-Result netConnect(void*, int, void*, void**, NetDeviceHandle**) { return noNetDataPath("connect"); }
-Result netAccept(void*, void**, NetDeviceHandle**) { return noNetDataPath("accept"); }
-Result netRegMr(void*, void*, size_t, int, void**) { return noNetDataPath("regMr"); }
-Result netDeregMr(void*, void*) { return noNetDataPath("deregMr"); }
-Result netIsend(void*, void*, size_t, int, void*, void*, void**) { return noNetDataPath("isend"); }
-Result netIrecv(void*, int, void**, size_t*, int*, void**, void**, void**) { return noNetDataPath("irecv"); }
-Result netIflush(void*, int, void**, int*, void**, void**) { return noNetDataPath("iflush"); }
-Result netTest(void*, int*, int*) { return noNetDataPath("test"); }
-Result netCloseSend(void*) { return noNetDataPath("closeSend"); }
-Result netCloseRecv(void*) { return noNetDataPath("closeRecv"); }
-Result netCloseListen(void*) { return noNetDataPath("closeListen"); }
+Result netAccept(void* listenComm, void** recvComm, NetDeviceHandle** /*recvDevComm*/) {
+  return net::accept(listenComm, recvComm);
+}
+Result netIsend(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* /*phandle*/, void** request) {
+  return net::isend(sendComm, data, size, tag, mhandle, request);
+}
+Result netIrecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** /*phandles*/,
+                void** request) {
+  return net::irecv(recvComm, n, data, sizes, tags, mhandles, request);
+}
 Result netFinalize(void* ctx) { return instanceFinalize(ctx); }
 
 // ---- GIN v11 -------------------------------------------------------------------------------
@@ -143,16 +139,16 @@ GBL_EXPORT const NetTableV11 ncclNetPlugin_v11 = {
     netListen,
     netConnect,
     netAccept,
-    netRegMr,
+    net::regMr,
     nullptr,  // regMrDmaBuf
-    netDeregMr,
+    net::deregMr,
     netIsend,
     netIrecv,
-    netIflush,
-    netTest,
-    netCloseSend,
-    netCloseRecv,
-    netCloseListen,
+    net::iflush,
+    net::test,
+    net::closeSend,
+    net::closeRecv,
+    net::closeListen,
     nullptr,  // getDeviceMr
     nullptr,  // irecvConsumed
     nullptr,  // makeVDevice

@@ -10,6 +10,9 @@ Result setContexts(CollComm& c, int nContexts);
 void releaseHandle(CollComm& c, MemHandle* h);
 // Takes the rank out of its Group; the last one out drains and frees the Group.
 void leaveGroup(CollComm& c);
+// Applies a signal that arrived as a message from rank `sender` (another process) to this
+// rank's window `regSeq` at `offset`: the same shadow + write path as a local signal.
+Result applySignal(CollComm& c, int context, int sender, uint64_t regSeq, uint64_t offset, uint64_t delta);
 // Waits (bounded) until everything issued on `t` has completed.
 Result drainTimeline(Timeline& t, double timeoutSeconds, const char* what);
 

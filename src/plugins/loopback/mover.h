@@ -63,5 +63,7 @@ Result cudaMover(Mover** out);
 Result grantAccess(void* ptr, size_t size, int ownerDevice, const int* devices, int nDevices);
 // The device ordinal of a device pointer.
 Result deviceOfPointer(const void* ptr, int* device);
+// The device of the calling thread's current CUDA context.
+Result currentDevice(int* device);
 
 }  // namespace gbl

@@ -24,20 +24,7 @@ constexpr size_t kStagingBytes = 4u << 20;
 
 cu::DevicePtr dptr(const void* p) { return static_cast<cu::DevicePtr>(reinterpret_cast<uintptr_t>(p)); }
 
-// Saves the calling thread's current context and puts it back: setup and teardown calls run on
-// NCCL's (or the application's) threads, whose context must not change under them.
-class ScopedContext {
- public:
-  explicit ScopedContext(const cu::Api* api) : api_(api) { ok_ = api_->ctxGetCurrent(&saved_) == cu::kOk; }
-  ~ScopedContext() {
-    if (ok_) api_->ctxSetCurrent(saved_);
-  }
-
- private:
-  const cu::Api* api_;
-  cu::Context saved_ = nullptr;
-  bool ok_ = false;
-};
+using cu::ScopedContext;
 
 struct CudaTimeline final : Timeline {
   CudaTimeline(Mover* m, int dev, const cu::Api* a, cu::Context c) : Timeline(m, dev), api(a), ctx(c) {}
@@ -302,6 +289,17 @@ Result deviceOfPointer(const void* ptr, int* device) {
     return fail(kInvalidArgument, "%p registered as device memory is not a CUDA device pointer", ptr);
   }
   *device = ordinal;
+  return kSuccess;
+}
+
+Result currentDevice(int* device) {
+  const cu::Api* api = nullptr;
+  if (Result r = cu::load(&api); r != kSuccess) return r;
+  cu::Device d = -1;
+  if (Result r = cu::check(api->ctxGetDevice(&d), "cuCtxGetDevice (no current CUDA context?)"); r != kSuccess) {
+    return r;
+  }
+  *device = d;
   return kSuccess;
 }
 

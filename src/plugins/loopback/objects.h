@@ -1,35 +1,43 @@
 // The plugin's objects behind the opaque pointers NCCL holds. One GIN (v11) or RMA (v14)
-// connection of nranks ranks is a Group; each rank's end of it is a CollComm. In one process
-// (one node to NCCL) every rank's CollComm of a Group lives here, and puts are copies between
-// their windows. Windows are Registrations: collective, so every rank's base and size are known
-// to every rank once all have arrived.
+// connection of nranks ranks is a Group; each rank's end of it is a CollComm. The ranks of one
+// process share the process's Group object; ranks in other processes (virtual nodes) are
+// reached over a control channel per (rank, remote rank) (channel.h, remote.cc). Puts are
+// copies between windows (a peer process's windows mapped here, window_share.h). Windows are
+// Registrations: collective, so every rank's window is known to every rank once all have
+// arrived.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "abi_common.h"
+#include "channel.h"
 #include "chaos.h"
 #include "config.h"
 #include "mover.h"
+#include "window_share.h"
 
 namespace gbl {
 
 struct CollComm;
 struct Group;
+struct Lane;
 
 // What listen() writes into NCCL's handle, which NCCL allgathers and hands to connect().
 struct WireHandle {
   char magic[8];           // "GBLOOP1"
-  uint64_t processNonce;   // which process listened (one-process mode checks they all match)
-  uint64_t listenId;       // unique per listen() in the process; handles[0]'s names the Group
+  uint64_t processNonce;   // which process listened: ranks with this process's nonce are local
+  uint64_t listenId;       // unique per listen() in the process; with the nonce, names the
+                           // listen socket, and handles[0]'s pair names the Group
   int32_t pid;
   int32_t rankHint;        // unused by connect; helps when reading a dump
 };
@@ -41,6 +49,7 @@ struct Instance {  // what init() returns; nothing depends on it (connect may ge
 
 struct ListenComm {
   WireHandle handle{};
+  int fd = -1;  // SOCK_SEQPACKET listener: other processes' ranks connect here (channel.h)
 };
 
 struct RegEntry {
@@ -51,12 +60,17 @@ struct RegEntry {
   uint64_t flags = 0;
   bool arrived = false;
   bool deregistered = false;
+  // A rank of another process: `base` is its window mapped here (null if it could not be
+  // shared, e.g. a signal array: signals then travel as messages, data puts are refused).
+  bool remote = false;
+  std::shared_ptr<ImportedWindow> imported;
 };
 
 struct Registration {
   uint64_t seq = 0;
   std::vector<RegEntry> entries;  // by rank
   int arrived = 0;
+  bool granting = false;  // a rank is granting device access (after all arrived)
   bool ready = false;   // every rank arrived and device access was granted
   bool failed = false;  // timed out or access could not be granted
   int liveHandles = 0;
@@ -86,6 +100,7 @@ struct SignalDomain {
 struct Group {
   uint64_t key = 0;
   int nranks = 0;
+  int nLocal = 0;  // ranks of this process
   std::mutex mutex;  // members, regs
   std::condition_variable cv;
   std::vector<CollComm*> members;
@@ -100,6 +115,9 @@ struct Part {  // one piece of a request: complete once `timeline` reaches `tick
   Timeline* timeline;
   uint64_t ticket;
   std::mutex* lock;  // the signal domain's mutex for shared timelines, else null
+  // A signal to another process: complete once `sentLane` has sent `ticket` signal messages
+  // (timeline is then null).
+  Lane* sentLane = nullptr;
 };
 
 struct Request {
@@ -120,6 +138,19 @@ struct HeldChunk {  // chaos: a piece of an unsignalled put (or get) not issued 
   unsigned pollsLeft;
   uint64_t opSeq;
   unsigned chunk;
+  bool crossProcess = false;  // one side is another process's window mapped here: never "local"
+  bool untilTested = false;   // negative control across processes: issued when its op is tested
+};
+
+// A signal to a rank of another process, waiting until everything before it on its lane has
+// completed (GIN's strong-signal rule), then sent as a message to the owner.
+struct OutSignal {
+  Timeline* fence;  // null: nothing to wait for
+  uint64_t ticket;
+  uint64_t regSeq;
+  uint64_t offset;
+  uint64_t delta;
+  uint64_t seq;
 };
 
 // One ordering domain: this rank's traffic to one peer on one context. GIN orders signals only
@@ -131,6 +162,10 @@ struct Lane {
   std::vector<std::unique_ptr<Timeline>> retired;  // host timelines replaced by a device one
   std::vector<HeldChunk> held;
   uint64_t opSeq = 0;  // ops entered in program order (trace ids)
+  // Signals to another process, in program order; sigQueued/sigSent count them.
+  std::deque<OutSignal> outbox;
+  uint64_t sigQueued = 0;
+  uint64_t sigSent = 0;
 };
 
 struct CollComm {
@@ -149,6 +184,18 @@ struct CollComm {
   std::unordered_set<Request*> requests;
   std::unordered_set<MemHandle*> handles;
   Result error = kSuccess;  // first failure of a data-path call, for queryLastError
+
+  // Other processes. local[r]: rank r lives in this process; channels[r]: the control channel
+  // to rank r of another process (null for local ranks); pids for messages.
+  std::vector<char> local;
+  std::vector<int> pids;
+  std::vector<std::unique_ptr<Channel>> channels;
+  int epollFd = -1;              // every channel, so progress() finds traffic with one call
+  std::vector<uint64_t> inSeq;   // [context * nranks + sender]: last signal applied
+  Result peerError = kSuccess;   // a peer process died: every later op fails
+  std::atomic<bool> stashed{false};  // regMrSym left signals in a channel's queue for progress()
+  bool isLocal(int r) const { return local.empty() || local[static_cast<size_t>(r)] != 0; }
+  bool anyRemote() const { return !channels.empty(); }
 };
 
 struct ContextSet {  // v14's rmaCtx
@@ -157,7 +204,7 @@ struct ContextSet {  // v14's rmaCtx
 
 // Process-wide table of live objects, so a stale, foreign or wrong-kind pointer is answered with
 // an error instead of being dereferenced.
-enum class Kind { Instance, Listen, Coll, ContextSet };
+enum class Kind { Instance, Listen, Coll, ContextSet, NetListen, NetComm, NetRequest, NetMr };
 void track(void* p, Kind kind);
 void untrack(void* p);
 bool isLive(void* p, Kind kind);

@@ -1,6 +1,6 @@
 // Rendezvous: the live-object table, listen/connect (which ranks form a Group), collective window
 // registration, and the lifetime of Groups and Registrations.
-#include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +14,7 @@
 #include "internal.h"
 #include "log.h"
 #include "objects.h"
+#include "remote.h"
 
 namespace gbl {
 namespace {
@@ -32,29 +33,10 @@ std::unordered_map<int, uint64_t> gConnectsByRank;  // seeds chaos per (rank, n-
 
 std::atomic<uint64_t> gNextListenId{1};
 
-uint64_t processNonce() {
-  static const uint64_t nonce = [] {
-    uint64_t v = 0;
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      if (read(fd, &v, sizeof v) != static_cast<ssize_t>(sizeof v)) v = 0;
-      close(fd);
-    }
-    if (v == 0) {
-      v = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
-          (static_cast<uint64_t>(getpid()) << 32);
-    }
-    return v;
-  }();
-  return nonce;
-}
-
 uint64_t mix(uint64_t a, uint64_t b) {
   Rng r(a ^ (b * 0x9e3779b97f4a7c15ull));
   return r.next();
 }
-
-using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
@@ -94,6 +76,12 @@ Result listen(int dev, void* handle, void** listenComm) {
   l->handle.listenId = gNextListenId.fetch_add(1);
   l->handle.pid = static_cast<int32_t>(getpid());
   l->handle.rankHint = -1;
+  // Ranks of other processes connect here (remote.cc); unused when every rank is in this one.
+  l->fd = listenOn(SOCK_SEQPACKET, socketName("gin", l->handle.processNonce, l->handle.listenId));
+  if (l->fd < 0) {
+    delete l;
+    return fail(kSystemError, "listen: no listen socket");
+  }
   memset(handle, 0, kNetHandleMaxSize);
   memcpy(handle, &l->handle, sizeof l->handle);
   track(l, Kind::Listen);
@@ -104,7 +92,9 @@ Result listen(int dev, void* handle, void** listenComm) {
 Result closeListen(void* listenComm) {
   if (!isLive(listenComm, Kind::Listen)) return fail(kInvalidArgument, "closeListen: %p is not an open listen comm", listenComm);
   untrack(listenComm);
-  delete static_cast<ListenComm*>(listenComm);
+  ListenComm* l = static_cast<ListenComm*>(listenComm);
+  if (l->fd >= 0) close(l->fd);
+  delete l;
   return kSuccess;
 }
 
@@ -117,6 +107,8 @@ Result connect(void* handles[], int nranks, int rank, void* listenComm, int nCon
   if (!isLive(listenComm, Kind::Listen)) return fail(kInvalidArgument, "connect: %p is not an open listen comm", listenComm);
   const ListenComm* l = static_cast<const ListenComm*>(listenComm);
   WireHandle first{};
+  std::vector<WireHandle> all(static_cast<size_t>(nranks));
+  int nLocal = 0;
   for (int r = 0; r < nranks; r++) {
     if (handles[r] == nullptr) return fail(kInvalidArgument, "connect: handle of rank %d is NULL", r);
     WireHandle h;
@@ -124,17 +116,13 @@ Result connect(void* handles[], int nranks, int rank, void* listenComm, int nCon
     if (memcmp(h.magic, kWireMagic, sizeof kWireMagic) != 0) {
       return fail(kInvalidArgument, "connect: the handle of rank %d was not made by ginbench-loopback's listen", r);
     }
-    if (h.processNonce != processNonce()) {
-      return fail(kInvalidUsage,
-                  "connect: rank %d is in another process (pid %d); this build moves data between the GPUs of one "
-                  "process only, not between processes (virtual nodes)",
-                  r, h.pid);
-    }
     if (r == 0) first = h;
+    all[r] = h;
+    if (h.processNonce == processNonce()) nLocal++;
   }
   WireHandle mine;
   memcpy(&mine, handles[rank], sizeof mine);
-  if (mine.listenId != l->handle.listenId) {
+  if (mine.listenId != l->handle.listenId || mine.processNonce != l->handle.processNonce) {
     return fail(kInvalidArgument, "connect: handles[%d] is not the handle of this rank's listen comm", rank);
   }
 
@@ -143,12 +131,21 @@ Result connect(void* handles[], int nranks, int rank, void* listenComm, int nCon
   c->nranks = nranks;
   c->config = currentConfig();
   c->nContexts = 0;
-  std::lock_guard<std::mutex> lock(gGroupsMutex);
-  Group*& g = gGroups[first.listenId];
+  c->local.resize(static_cast<size_t>(nranks));
+  c->pids.resize(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; r++) {
+    c->local[r] = all[r].processNonce == processNonce();
+    c->pids[r] = all[r].pid;
+  }
+  // The group's name, the same in every process: rank 0's listen.
+  const uint64_t key = mix(first.processNonce, first.listenId);
+  std::unique_lock<std::mutex> lock(gGroupsMutex);
+  Group*& g = gGroups[key];
   if (g == nullptr) {
     g = new Group;
-    g->key = first.listenId;
+    g->key = key;
     g->nranks = nranks;
+    g->nLocal = nLocal;
     g->members.assign(nranks, nullptr);
     for (int i = 0; i < 2 * nranks; i++) g->signalDomains.emplace_back(new SignalDomain);
   }
@@ -163,8 +160,14 @@ Result connect(void* handles[], int nranks, int rank, void* listenComm, int nCon
   }
   c->group = g;
   c->rng = Rng(mix(mix(c->config.chaosSeed, static_cast<uint64_t>(rank)), gConnectsByRank[rank]++));
-  if (nContexts > 0) {
-    if (Result r = setContexts(*c, nContexts); r != kSuccess) return r;
+  lock.unlock();
+  // From here a failure must take the rank out of the group again.
+  Result r = nContexts > 0 ? setContexts(*c, nContexts) : kSuccess;
+  if (r == kSuccess) r = connectPeers(*c, all, *l, key);
+  if (r != kSuccess) {
+    closePeers(*c);
+    leaveGroup(*c);
+    return r;
   }
   CollComm* out = c.release();
   track(out, Kind::Coll);
@@ -183,6 +186,7 @@ Result setContexts(CollComm& c, int nContexts) {
       lane.peer = p;
     }
   }
+  c.inSeq.assign(static_cast<size_t>(nContexts) * c.nranks, 0);
   return kSuccess;
 }
 
@@ -222,7 +226,7 @@ Result regMrSym(void* collComm, void* data, size_t size, int type, uint64_t mrFl
     if (device >= 0 && c.device.load() < 0) c.device.store(device);
   }
   Registration* reg = nullptr;
-  bool complete = false;
+  RegEntry mine;
   {
     std::lock_guard<std::mutex> glock(g.mutex);
     Registration*& slot = g.regs[seq];
@@ -243,30 +247,46 @@ Result regMrSym(void* collComm, void* data, size_t size, int type, uint64_t mrFl
     e.device = device;
     e.flags = mrFlags;
     e.arrived = true;
-    complete = ++reg->arrived == g.nranks;
+    reg->arrived++;
+    mine = e;
   }
-  if (complete) {
-    // Last to arrive: let every rank's GPU reach every device window of this registration
-    // (peer copies are issued by the sending GPU, read-backs and gets by the other side).
-    Result r = kSuccess;
-    std::vector<int> devices;
-    for (const RegEntry& e : reg->entries) devices.push_back(e.device);
-    for (const RegEntry& e : reg->entries) {
-      if (e.type != kPtrCuda || r != kSuccess) continue;
-      r = grantAccess(e.base, e.size, e.device, devices.data(), static_cast<int>(devices.size()));
-    }
-    std::lock_guard<std::mutex> glock(g.mutex);
-    if (r == kSuccess) {
-      reg->ready = true;
-    } else {
-      reg->failed = true;
-    }
-    g.cv.notify_all();
-  }
+  // Ranks of other processes learn of the window over their channels (with its fd where it
+  // can be shared); theirs arrive the same way, collected in the wait below.
+  Result shared = announceWindow(c, seq, mine, data);
   std::unique_lock<std::mutex> glock(g.mutex);
-  auto deadline = Clock::now() + std::chrono::duration<double>(c.config.timeoutSeconds);
-  while (!reg->ready && !reg->failed) {
-    if (g.cv.wait_until(glock, deadline) == std::cv_status::timeout && !reg->ready && !reg->failed) {
+  auto deadline = deadlineAfter(c.config.timeoutSeconds);
+  while (shared == kSuccess && !reg->ready && !reg->failed) {
+    if (reg->arrived == g.nranks && !reg->granting) {
+      // Every window is known: let every GPU of this process reach every device window (peer
+      // copies are issued by the sending GPU, read-backs and gets by the other side).
+      reg->granting = true;
+      std::vector<int> devices;
+      for (const RegEntry& e : reg->entries) {
+        if (!e.remote) devices.push_back(e.device);
+      }
+      std::vector<RegEntry> entries = reg->entries;
+      glock.unlock();
+      Result r = kSuccess;
+      for (const RegEntry& e : entries) {
+        if (e.type != kPtrCuda || e.base == nullptr || r != kSuccess) continue;
+        r = grantAccess(e.base, e.size, e.device, devices.data(), static_cast<int>(devices.size()));
+      }
+      glock.lock();
+      (r == kSuccess ? reg->ready : reg->failed) = true;
+      g.cv.notify_all();
+      continue;
+    }
+    if (c.anyRemote() && reg->arrived < g.nranks) {
+      glock.unlock();
+      bool all = false;
+      shared = collectWindows(c, *reg, &all);
+      glock.lock();
+      if (shared != kSuccess || reg->arrived == g.nranks) continue;
+    }
+    // Ranks of this process wake us; those of others need polling (a few ms at most).
+    auto until = c.anyRemote() ? std::min(deadline, Clock::now() + std::chrono::milliseconds(2)) : deadline;
+    g.cv.wait_until(glock, until);
+    if (Clock::now() >= deadline && !reg->ready && !reg->failed) {
       reg->failed = true;
       g.cv.notify_all();
       int missing = -1;
@@ -276,6 +296,11 @@ Result regMrSym(void* collComm, void* data, size_t size, int type, uint64_t mrFl
                   "every rank must register the same windows in the same order)",
                   static_cast<unsigned long>(seq), reg->arrived, g.nranks, c.config.timeoutSeconds, missing);
     }
+  }
+  if (shared != kSuccess) {
+    reg->failed = true;
+    g.cv.notify_all();
+    return shared;
   }
   if (reg->failed) {
     return fail(kSystemError, "regMrSym: collective registration #%lu failed", static_cast<unsigned long>(seq));

@@ -4,6 +4,7 @@
 // host mover. Bad calls must come back as NCCL errors with a log line, never a crash.
 //
 // Usage: contract_test [--list] [case...]; prints one line per case and "N passed, M failed".
+// (contract_test --child ... is one of the other processes of a multi-process case.)
 #include <unistd.h>
 
 #include <atomic>
@@ -23,6 +24,7 @@
 
 #include "../abi_v11.h"
 #include "barrier.h"
+#include "harness.h"
 #include "../abi_v14.h"
 #include "../log.h"
 #include "../objects.h"
@@ -36,31 +38,10 @@ using namespace gbl;
 
 // ---- harness -------------------------------------------------------------------------------
 
-static std::atomic<int> gFailures{0};
-static std::mutex gPrintMutex;
+std::atomic<int> gFailures{0};
+std::mutex gPrintMutex;
 
-#define CHECK(cond, ...)                                                    \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      std::lock_guard<std::mutex> lock_(gPrintMutex);                       \
-      fprintf(stderr, "  check failed at %s:%d: %s\n    ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                         \
-      fprintf(stderr, "\n");                                                \
-      gFailures++;                                                          \
-    }                                                                       \
-  } while (0)
-
-#define CHECK_OK(expr) CHECK((expr) == kSuccess, "%s", #expr)
-
-// An error code, and a log line saying why that names the call.
-#define CHECK_ERR(expr, needle)                                                          \
-  do {                                                                                   \
-    Result r_ = (expr);                                                                  \
-    CHECK(r_ != kSuccess, "%s succeeded; expected an error", #expr);                     \
-    CHECK(strstr(lastWarning(), needle) != nullptr, "%s: warning \"%s\" lacks \"%s\"", #expr, lastWarning(), needle); \
-  } while (0)
-
-static void setEnv(const char* name, const char* value) {
+void setEnv(const char* name, const char* value) {
   if (value == nullptr) {
     unsetenv(name);
   } else {
@@ -69,7 +50,7 @@ static void setEnv(const char* name, const char* value) {
 }
 
 // Sets the plugin's environment and re-reads it (init does), as a new NCCL communicator would.
-static void configure(const char* chaos, const char* brk, const char* timeout = "20") {
+void configure(const char* chaos, const char* brk, const char* timeout) {
   setEnv("GINBENCH_LOOPBACK_CHAOS", chaos);
   setEnv("GINBENCH_LOOPBACK_BREAK", brk);
   setEnv("GINBENCH_LOOPBACK_TIMEOUT", timeout);
@@ -178,9 +159,9 @@ static void caseTables() {
         ginbenchLoopbackVersion);
   const NetTableV11& n = ncclNetPlugin_v11;
   CHECK(n.init && n.devices && n.getProperties && n.finalize, "net: required functions missing");
-  CHECK(n.listen && n.connect && n.accept && n.regMr && n.deregMr && n.isend && n.irecv && n.test && n.closeSend &&
-            n.closeRecv && n.closeListen,
-        "net: data path entries must answer (with an error), not be NULL");
+  CHECK(n.listen && n.connect && n.accept && n.regMr && n.deregMr && n.isend && n.irecv && n.iflush && n.test &&
+            n.closeSend && n.closeRecv && n.closeListen,
+        "net: data path entries missing");
   // NCCL calls these only when non-NULL; the plugin leaves them out (no DMA-BUF, no vNICs).
   CHECK(!n.regMrDmaBuf && !n.getDeviceMr && !n.irecvConsumed && !n.makeVDevice && !n.setNetAttr,
         "net: optional entries must be NULL");
@@ -254,16 +235,6 @@ static void caseInitConfig() {
   CHECK_ERR(ncclGinPlugin_v11.init(&ctx, 1, nullptr), "GINBENCH_LOOPBACK_SIGNAL_READBACK=sometimes");
   setEnv("GINBENCH_LOOPBACK_SIGNAL_READBACK", nullptr);
   configure(nullptr, nullptr);
-}
-
-static void caseNetDataPath() {
-  char handle[kNetHandleMaxSize];
-  void* comm = nullptr;
-  CHECK_ERR(ncclNetPlugin_v11.listen(nullptr, 0, handle, &comm), "net listen");
-  CHECK_ERR(ncclNetPlugin_v11.connect(nullptr, 0, handle, &comm, nullptr), "net connect");
-  CHECK_ERR(ncclNetPlugin_v11.isend(nullptr, nullptr, 0, 0, nullptr, nullptr, nullptr), "net isend");
-  CHECK_ERR(ncclNetPlugin_v11.test(nullptr, nullptr, nullptr), "net test");
-  CHECK(ncclNetPlugin_v11.listen(nullptr, 0, handle, &comm) == kInternalError, "net data path: ncclInternalError");
 }
 
 // Every rank puts to every rank (itself too) on every one of 4 contexts, with and without
@@ -628,12 +599,12 @@ static void caseBadCalls() {
   Handles junk(1);
   memset(junk.bytes.data(), 0x5a, junk.bytes.size());
   CHECK_ERR(ncclGinPlugin_v11.connect(nullptr, junk.ptrs.data(), 1, 0, l, &comm), "not made by ginbench-loopback");
-  // A handle from another process is refused with a clear reason.
+  // This rank's slot must hold this rank's own handle (not one of another process).
   WireHandle w;
   memcpy(&w, one.ptrs[0], sizeof w);
   w.processNonce ^= 1;
   memcpy(junk.ptrs[0], &w, sizeof w);
-  CHECK_ERR(ncclGinPlugin_v11.connect(nullptr, junk.ptrs.data(), 1, 0, l, &comm), "another process");
+  CHECK_ERR(ncclGinPlugin_v11.connect(nullptr, junk.ptrs.data(), 1, 0, l, &comm), "not the handle of this rank");
   CHECK_OK(ncclGinPlugin_v11.closeListen(l));
   CHECK_ERR(ncclGinPlugin_v11.connect(nullptr, one.ptrs.data(), 1, 0, l, &comm), "not an open listen comm");
 }
@@ -719,11 +690,24 @@ struct Case {
   void (*fn)();
 };
 
+// tests/multiprocess.cc
+void caseNetOneProcess();
+void caseNetTwoProcesses();
+void caseNetPeerDies();
+void caseMultiProcessV11();
+void caseMultiProcessV14();
+void caseMultiProcessChaos();
+void caseMultiProcessBroken();
+void caseMultiProcessPeerDeath();
+int childMain(int argc, char** argv);
+
 static const Case kCases[] = {
     {"tables", caseTables},
     {"properties", caseProperties},
     {"init_config", caseInitConfig},
-    {"net_data_path", caseNetDataPath},
+    {"net_one_process", caseNetOneProcess},
+    {"net_two_processes", caseNetTwoProcesses},
+    {"net_peer_dies", caseNetPeerDies},
     {"alltoall_v11", caseAllToAllV11},
     {"alltoall_v14", caseAllToAllV14},
     {"chaos_keeps_rules", caseChaosKeepsRules},
@@ -734,6 +718,11 @@ static const Case kCases[] = {
     {"bad_calls", caseBadCalls},
     {"rma_specifics", caseRmaSpecifics},
     {"close_with_outstanding", caseCloseWithOutstanding},
+    {"processes_v11", caseMultiProcessV11},
+    {"processes_v14", caseMultiProcessV14},
+    {"processes_chaos", caseMultiProcessChaos},
+    {"processes_broken_mode_is_caught", caseMultiProcessBroken},
+    {"processes_peer_death", caseMultiProcessPeerDeath},
 };
 
 // Stands in for NCCL's logger: the bad-call cases provoke many warnings on purpose.
@@ -747,6 +736,8 @@ static void quietLogger(int level, unsigned long, const char*, int, const char* 
 }
 
 int main(int argc, char** argv) {
+  // The other processes of the multi-process cases: this program, re-executed.
+  if (argc > 1 && strcmp(argv[1], "--child") == 0) return childMain(argc, argv);
   setLogger(quietLogger);
   if (argc > 1 && strcmp(argv[1], "--list") == 0) {
     for (const Case& c : kCases) printf("%s\n", c.name);

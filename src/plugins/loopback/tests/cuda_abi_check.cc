@@ -22,6 +22,17 @@ static_assert(cu::kMemAccessReadWrite == CU_MEM_ACCESS_FLAGS_PROT_READWRITE, "ac
 static_assert(sizeof(cu::MemLocation) == sizeof(CUmemLocation), "CUmemLocation");
 static_assert(sizeof(cu::MemAccessDesc) == sizeof(CUmemAccessDesc), "CUmemAccessDesc");
 static_assert(offsetof(cu::MemAccessDesc, flags) == offsetof(CUmemAccessDesc, flags), "CUmemAccessDesc");
+static_assert(cu::kMemHandleTypePosixFd == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, "handle type");
+static_assert(cu::kMemAllocGranularityMinimum == CU_MEM_ALLOC_GRANULARITY_MINIMUM, "granularity option");
+static_assert(sizeof(cu::MemHandle) == sizeof(CUmemGenericAllocationHandle), "CUmemGenericAllocationHandle");
+static_assert(sizeof(cu::MemAllocationProp) == sizeof(CUmemAllocationProp), "CUmemAllocationProp");
+static_assert(offsetof(cu::MemAllocationProp, location) == offsetof(CUmemAllocationProp, location),
+              "CUmemAllocationProp");
+static_assert(offsetof(cu::MemAllocationProp, win32HandleMetaData) ==
+                  offsetof(CUmemAllocationProp, win32HandleMetaData),
+              "CUmemAllocationProp");
+static_assert(offsetof(cu::MemAllocationProp, allocFlags) == offsetof(CUmemAllocationProp, allocFlags),
+              "CUmemAllocationProp");
 static_assert(sizeof(cu::DevicePtr) == sizeof(CUdeviceptr), "CUdeviceptr");
 static_assert(sizeof(cu::Device) == sizeof(CUdevice), "CUdevice");
 static_assert(sizeof(cu::Status) == sizeof(CUresult), "CUresult");
@@ -38,3 +49,28 @@ static_assert(sameShape<decltype(&cuMemGetAddressRange_v2), CUresult (*)(CUdevic
               "cuMemGetAddressRange_v2");
 static_assert(sameShape<decltype(&cuMemcpyDtoHAsync_v2), CUresult (*)(void*, CUdeviceptr, size_t, CUstream)>,
               "cuMemcpyDtoHAsync_v2");
+static_assert(sameShape<decltype(&cuMemRetainAllocationHandle), CUresult (*)(CUmemGenericAllocationHandle*, void*)>,
+              "cuMemRetainAllocationHandle");
+static_assert(sameShape<decltype(&cuMemExportToShareableHandle),
+                        CUresult (*)(void*, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
+                                     unsigned long long)>,
+              "cuMemExportToShareableHandle");
+static_assert(sameShape<decltype(&cuMemImportFromShareableHandle),
+                        CUresult (*)(CUmemGenericAllocationHandle*, void*, CUmemAllocationHandleType)>,
+              "cuMemImportFromShareableHandle");
+static_assert(sameShape<decltype(&cuMemGetAllocationPropertiesFromHandle),
+                        CUresult (*)(CUmemAllocationProp*, CUmemGenericAllocationHandle)>,
+              "cuMemGetAllocationPropertiesFromHandle");
+static_assert(sameShape<decltype(&cuMemGetAllocationGranularity),
+                        CUresult (*)(size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags)>,
+              "cuMemGetAllocationGranularity");
+static_assert(sameShape<decltype(&cuMemAddressReserve),
+                        CUresult (*)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long)>,
+              "cuMemAddressReserve");
+static_assert(sameShape<decltype(&cuMemAddressFree), CUresult (*)(CUdeviceptr, size_t)>, "cuMemAddressFree");
+static_assert(sameShape<decltype(&cuMemMap),
+                        CUresult (*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long)>,
+              "cuMemMap");
+static_assert(sameShape<decltype(&cuMemUnmap), CUresult (*)(CUdeviceptr, size_t)>, "cuMemUnmap");
+static_assert(sameShape<decltype(&cuMemRelease), CUresult (*)(CUmemGenericAllocationHandle)>, "cuMemRelease");
+static_assert(sameShape<decltype(&cuCtxGetDevice), CUresult (*)(CUdevice*)>, "cuCtxGetDevice");

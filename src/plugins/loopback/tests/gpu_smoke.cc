@@ -1,6 +1,7 @@
 // GPU smoke test of the loopback plugin's device path (needs GPUs; built by build_support.rs
 // where cuda.h is available, run by hand or by a GPU CI script):
 //   ginbench-loopback-gpu-smoke <path/to/libnccl-net-ginbench.so>
+//   ginbench-loopback-gpu-smoke <path/to/libnccl-net-ginbench.so> --processes [N]
 // Loads the plugin with dlopen the way NCCL does and drives ncclGinPlugin_v11 with cuMem device
 // windows on every GPU (up to 4, one thread per rank, like NCCL's setup threads). Each rank
 // launches a kernel that fills every SM and spins on its signal word (the deadlock case: no SM is
@@ -8,10 +9,21 @@
 // from a fresh thread with no CUDA context (NCCL's proxy thread sets none). When the kernel sees
 // the signal it checks the data is already there. Rounds: plain, after a device-side reset of the
 // signal (read-back path), under chaos; then a bandwidth figure for rank 0 -> 1 and 0 -> 0.
+// With --processes, N processes (default 2; GPU = rank % GPU count, so one GPU serves too) are
+// one rank each, as under MPI with virtual nodes: windows are cuMem allocations with POSIX-FD
+// handles (exported, passed over the plugin's channels, mapped by the others), the signal array
+// has handle type NONE as NCCL's (signals travel as messages, applied by the owner's
+// ginProgress), and every rank's kernel holds every SM while it waits. One plain round and one
+// under chaos.
 // Exit 0: passed; 1: failed; 8: no GPU or no driver.
 #include <cuda.h>
 #include <dlfcn.h>
+#include <poll.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -151,12 +163,12 @@ struct DevBuf {  // a cuMem allocation, as ncclMemAlloc makes them
   CUmemGenericAllocationHandle handle = 0;
 };
 
-static DevBuf devAlloc(int dev, size_t bytes) {
+static DevBuf devAlloc(int dev, size_t bytes, CUmemAllocationHandleType handles = CU_MEM_HANDLE_TYPE_NONE) {
   CUmemAllocationProp prop = {};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = dev;
-  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  prop.requestedHandleTypes = handles;
   size_t gran = 0;
   CU(p_cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
   DevBuf b;
@@ -304,7 +316,21 @@ static double bandwidth(Rank& rk, int peer, int reps) {
   return reps * static_cast<double>(kSlot) / s / 1e9;
 }
 
+static int processesMain(const char* lib, int nprocs);
+static int processChild(const char* lib, int coord, int rank, int nprocs);
+
 int main(int argc, char** argv) {
+  if (argc >= 3 && strcmp(argv[2], "--processes") == 0) {
+    int nprocs = argc >= 4 ? atoi(argv[3]) : 2;
+    if (nprocs < 2 || nprocs > 8) {
+      fprintf(stderr, "usage: %s <lib> --processes [2..8]\n", argv[0]);
+      return 6;
+    }
+    return processesMain(argv[1], nprocs);
+  }
+  if (argc == 6 && strcmp(argv[2], "--child") == 0) {
+    return processChild(argv[1], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+  }
   if (argc != 2) {
     fprintf(stderr, "usage: %s <libnccl-net-ginbench.so>\n", argv[0]);
     return 6;
@@ -432,4 +458,214 @@ int main(int argc, char** argv) {
   int f = gFailures.load();
   printf("gpu-smoke: %s (%d failure%s)\n", f == 0 ? "passed" : "FAILED", f, f == 1 ? "" : "s");
   return f == 0 ? 0 : 1;
+}
+
+// ---- several processes (virtual nodes) -----------------------------------------------------
+// The parent never touches CUDA (a forked child could not use it): it spawns the ranks (this
+// program again, with --child), relays the listen handles and runs the barriers over one
+// socketpair per child, and collects the exit codes.
+
+// One message of exactly n bytes within `seconds`.
+static bool coordRecvAll(int fd, void* p, size_t n, int seconds) {
+  pollfd pf{fd, POLLIN, 0};
+  if (poll(&pf, 1, seconds * 1000) <= 0) return false;
+  return recv(fd, p, n, 0) == static_cast<ssize_t>(n);
+}
+
+static int processesMain(const char* lib, int nprocs) {
+  std::vector<int> fds;
+  std::vector<pid_t> pids;
+  for (int r = 0; r < nprocs; r++) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return 1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+      int fd = dup(sv[1]);
+      std::string sfd = std::to_string(fd), sr = std::to_string(r), sn = std::to_string(nprocs);
+      execl("/proc/self/exe", "ginbench-loopback-gpu-smoke", lib, "--child", sfd.c_str(), sr.c_str(), sn.c_str(),
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(sv[1]);
+    fds.push_back(sv[0]);
+    pids.push_back(pid);
+  }
+  bool ok = true;
+  // Each step, one message from every child: all a listen handle (the table goes back to all),
+  // all 'B' (a barrier: 'A' goes back), or all 'E' (finished).
+  for (;;) {
+    std::vector<char> table(static_cast<size_t>(nprocs) * kNetHandleMaxSize);
+    int handles = 0, barriers = 0, ends = 0;
+    for (int r = 0; r < nprocs && ok; r++) {
+      char msg[kNetHandleMaxSize];
+      pollfd pf{fds[r], POLLIN, 0};
+      ssize_t k = poll(&pf, 1, 180 * 1000) > 0 ? recv(fds[r], msg, sizeof msg, 0) : -1;
+      if (k == static_cast<ssize_t>(kNetHandleMaxSize)) {
+        memcpy(table.data() + static_cast<size_t>(r) * kNetHandleMaxSize, msg, kNetHandleMaxSize);
+        handles++;
+      } else if (k == 1 && msg[0] == 'B') {
+        barriers++;
+      } else if (k == 1 && msg[0] == 'E') {
+        ends++;
+      } else {
+        ok = false;  // a child failed or died
+      }
+    }
+    if (!ok || ends == nprocs) break;
+    if (handles == nprocs) {
+      for (int r = 0; r < nprocs; r++) send(fds[r], table.data(), table.size(), 0);
+    } else if (barriers == nprocs) {
+      for (int r = 0; r < nprocs; r++) send(fds[r], "A", 1, 0);
+    } else {
+      ok = false;  // the children disagree on where they are
+      break;
+    }
+  }
+  int worst = 0;
+  for (int r = 0; r < nprocs; r++) {
+    int status = 0;
+    if (!ok) kill(pids[r], SIGKILL);
+    waitpid(pids[r], &status, 0);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    if (code == 8) worst = worst == 0 ? 8 : worst;
+    if (code != 0 && code != 8) worst = 1;
+    close(fds[r]);
+  }
+  if (!ok && worst == 0) worst = 1;
+  if (worst == 8) {
+    fprintf(stderr, "gpu-smoke: no GPU: skipped\n");
+    return 8;
+  }
+  printf("gpu-smoke: %d processes: %s\n", nprocs, worst == 0 ? "passed" : "FAILED");
+  return worst;
+}
+
+static int processChild(const char* lib, int coord, int r, int n) {
+  if (!loadDriver()) return 8;
+  int ndev = 0;
+  if (p_cuDeviceGetCount(&ndev) != CUDA_SUCCESS || ndev < 1) return 8;
+  void* plugin = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  if (plugin == nullptr) return 1;
+  gGin = static_cast<const GinTableV11*>(dlsym(plugin, "ncclGinPlugin_v11"));
+  if (gGin == nullptr) return 1;
+  auto barrier = [&] {
+    send(coord, "B", 1, 0);
+    char c;
+    return coordRecvAll(coord, &c, 1, 120);
+  };
+  Rank rk;
+  rk.dev = r % ndev;
+  CUdevice d;
+  CU(p_cuDeviceGet(&d, rk.dev));
+  CU(p_cuDevicePrimaryCtxRetain(&rk.ctx, d));
+  CU(p_cuCtxSetCurrent(rk.ctx));
+  CU(p_cuStreamCreate(&rk.kernelStream, CU_STREAM_DEFAULT));
+  CU(p_cuStreamCreate(&rk.aux, CU_STREAM_NON_BLOCKING));
+  CUmodule mod;
+  CU(p_cuModuleLoadData(&mod, kPtx));
+  CU(p_cuModuleGetFunction(&rk.wait, mod, "gbl_wait"));
+  int perSm = 0, sms = 0;
+  CU(p_cuOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, rk.wait, 1024, 0));
+  CU(p_cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d));
+  rk.blocks = perSm * sms;
+  // As ncclMemAlloc: POSIX-FD handles for the windows; the signal array without (as NCCL's).
+  rk.win = devAlloc(rk.dev, n * kSlot + 4096, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  rk.sig = devAlloc(rk.dev, 65536 * 8);
+  rk.src = devAlloc(rk.dev, kSlot, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  CU(p_cuMemsetD8(rk.src.ptr, static_cast<unsigned char>(r + 1), kSlot));
+  rk.inlines.assign(64, 0);
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1) setenv("GINBENCH_LOOPBACK_CHAOS", "77", 1);
+    void* inst = nullptr;
+    CHECK(gGin->init(&inst, 10 + pass, nullptr) == kSuccess, "init");
+    std::vector<char> handles(static_cast<size_t>(n) * kNetHandleMaxSize);
+    std::vector<void*> ptrs(n);
+    for (int q = 0; q < n; q++) ptrs[q] = handles.data() + static_cast<size_t>(q) * kNetHandleMaxSize;
+    void* l = nullptr;
+    CHECK(gGin->listen(nullptr, 0, ptrs[r], &l) == kSuccess, "listen");
+    send(coord, ptrs[r], kNetHandleMaxSize, 0);
+    if (!coordRecvAll(coord, handles.data(), handles.size(), 120)) return 1;
+    CHECK(gGin->connect(nullptr, ptrs.data(), n, r, l, &rk.comm) == kSuccess, "connect (rank %d)", r);
+    gGin->closeListen(l);
+    void* gh = nullptr;
+    CHECK(gGin->regMrSym(rk.comm, reinterpret_cast<void*>(rk.sig.ptr), rk.sig.size, kPtrCuda, kMrFlagForceSo,
+                         &rk.sigH, &gh) == kSuccess,
+          "regMrSym signals");
+    CHECK(gGin->regMrSym(rk.comm, rk.inlines.data(), rk.inlines.size() * 8, kPtrHost, 0, &rk.inlH, &gh) == kSuccess,
+          "regMrSym inlines");
+    CHECK(gGin->regMrSym(rk.comm, reinterpret_cast<void*>(rk.win.ptr), rk.win.size, kPtrCuda, 0, &rk.winH, &gh) ==
+              kSuccess,
+          "regMrSym window");
+    CHECK(gGin->regMrSym(rk.comm, reinterpret_cast<void*>(rk.src.ptr), rk.src.size, kPtrCuda, 0, &rk.srcH, &gh) ==
+              kSuccess,
+          "regMrSym source");
+    CU(p_cuMemsetD8(rk.win.ptr, 0, n * kSlot));
+    CU(p_cuMemsetD8(rk.sig.ptr, 0, 1024));
+    if (!barrier()) return 1;
+    // The kernel fills every SM and waits for n signals; the owner's ginProgress applies the
+    // messages from the other processes, so the proxy thread keeps progressing until it ends.
+    uint64_t target = static_cast<uint64_t>(n);
+    CUdeviceptr result = rk.sig.ptr + 64;
+    unsigned nslots = static_cast<unsigned>(n);
+    unsigned long long timeoutNs = 20ull * 1000 * 1000 * 1000;
+    unsigned long long slot = kSlot;
+    void* args[] = {&rk.sig.ptr, &target, &rk.win.ptr, &nslots, &slot, &result, &timeoutNs};
+    CU(p_cuLaunchKernel(rk.wait, rk.blocks, 1, 1, 1024, 1, 1, 0, rk.kernelStream, args, nullptr));
+    if (!barrier()) return 1;
+    bool ok = true;
+    std::thread proxy([&] {  // no CUDA context, as NCCL's GIN progress thread
+      std::vector<void*> reqs;
+      for (int k = 0; k < n; k++) {
+        int p = (r + k) % n;
+        void* req = nullptr;
+        ok = ok && gGin->iputSignal(rk.comm, 0, rk.srcH, kSlot, static_cast<uint64_t>(r) * kSlot, rk.winH, p, 0,
+                                    rk.sigH, 0, kSignalOpInc, &req) == kSuccess;
+        reqs.push_back(req);
+        rk.inlines[p] = 0xabc0000000000000ull | static_cast<uint64_t>(r * 16 + p);
+        ok = ok && gGin->iput(rk.comm, p * 8, rk.inlH, 8, n * kSlot + r * 8, rk.winH, p, &req) == kSuccess;
+        reqs.push_back(req);
+      }
+      auto deadline = Clock::now() + std::chrono::seconds(40);
+      while (ok && (!reqs.empty() || p_cuStreamQuery(rk.kernelStream) == CUDA_ERROR_NOT_READY)) {
+        for (size_t i = 0; ok && i < reqs.size();) {
+          int done = 0;
+          ok = gGin->test(rk.comm, reqs[i], &done) == kSuccess;
+          if (done) {
+            reqs[i] = reqs.back();
+            reqs.pop_back();
+          } else {
+            i++;
+          }
+        }
+        if (gGin->ginProgress(rk.comm) != kSuccess) ok = false;
+        if (Clock::now() > deadline) ok = false;
+      }
+    });
+    proxy.join();
+    CHECK(ok, "pass %d: rank %d: plugin calls failed or did not complete", pass, r);
+    CU(p_cuStreamSynchronize(rk.kernelStream));
+    uint32_t res = 0;
+    uint64_t word = 0;
+    CU(p_cuMemcpyDtoH(&res, result, 4));
+    CU(p_cuMemcpyDtoH(&word, rk.sig.ptr, 8));
+    CHECK(res == 1, "pass %d: rank %d: kernel result %u (2: data not visible with the signal, 3: timed out)", pass, r,
+          res);
+    CHECK(word == target, "pass %d: rank %d: signal word %lu, expected %lu", pass, r,
+          static_cast<unsigned long>(word), static_cast<unsigned long>(target));
+    // Every rank's puts are done before anyone checks the inline values or closes.
+    if (!barrier()) return 1;
+    std::vector<uint64_t> tail(n);
+    CU(p_cuMemcpyDtoH(tail.data(), rk.win.ptr + n * kSlot, n * 8));
+    for (int s = 0; s < n; s++) {
+      CHECK(tail[s] == (0xabc0000000000000ull | static_cast<uint64_t>(s * 16 + r)), "pass %d: rank %d: inline from %d",
+            pass, r, s);
+    }
+    printf("gpu-smoke: process rank %d (GPU %d) pass %d: %s\n", r, rk.dev, pass,
+           gFailures.load() == 0 ? "ok" : "FAILED");
+    closeComm(rk);
+    gGin->finalize(inst);
+  }
+  send(coord, "E", 1, 0);
+  return gFailures.load() == 0 ? 0 : 1;
 }

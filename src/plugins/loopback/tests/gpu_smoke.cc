@@ -525,8 +525,14 @@ static int processesMain(const char* lib, int nprocs) {
   int worst = 0;
   for (int r = 0; r < nprocs; r++) {
     int status = 0;
-    if (!ok) kill(pids[r], SIGKILL);
-    waitpid(pids[r], &status, 0);
+    pid_t done = 0;
+    if (!ok) {
+      // A child that found no GPU exits 8 on its own, perhaps after a sibling already did: give
+      // each a few seconds to end before killing it, or a killed sibling reads as a failure.
+      for (int i = 0; i < 100 && (done = waitpid(pids[r], &status, WNOHANG)) == 0; i++) usleep(50 * 1000);
+      if (done == 0) kill(pids[r], SIGKILL);
+    }
+    if (done == 0) waitpid(pids[r], &status, 0);
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
     if (code == 8) worst = worst == 0 ? 8 : worst;
     if (code != 0 && code != 8) worst = 1;

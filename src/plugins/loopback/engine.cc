@@ -174,7 +174,8 @@ Result releaseHeld(CollComm& c, Lane& lane, bool all) {
   std::vector<HeldChunk> now;
   for (size_t i = 0; i < lane.held.size();) {
     HeldChunk& h = lane.held[i];
-    if (all || (!h.untilTested && h.pollsLeft <= 1)) {
+    // The negative control's data leaves only through releaseTested.
+    if (!h.untilTested && (all || h.pollsLeft <= 1)) {
       now.push_back(h);
       lane.held[i] = lane.held.back();
       lane.held.pop_back();
@@ -191,11 +192,17 @@ Result releaseHeld(CollComm& c, Lane& lane, bool all) {
   return kSuccess;
 }
 
-// The negative control's data to another process: issued when its op is tested (test()).
+// How long the negative control holds a signalled put's data after its signal went out: long
+// enough that a receiver trusting the signal has read the destination (an EP kernel reads right
+// after the wait; a host check runs within microseconds of the kernel's end) before it lands.
+constexpr std::chrono::milliseconds kBrokenDataDelay{20};
+
+// The negative control's data: issued when its op is tested, once kBrokenDataDelay has passed.
 Result releaseTested(CollComm& c, Request* req) {
+  auto now = std::chrono::steady_clock::now();
   for (Lane& lane : c.lanes) {
     for (size_t i = 0; i < lane.held.size();) {
-      if (lane.held[i].req == req && lane.held[i].untilTested) {
+      if (lane.held[i].req == req && lane.held[i].untilTested && lane.held[i].releaseAt <= now) {
         HeldChunk h = lane.held[i];
         lane.held.erase(lane.held.begin() + static_cast<std::ptrdiff_t>(i));
         req->heldChunks--;
@@ -218,7 +225,7 @@ Result progressHeld(CollComm& c) {
 
 // A put's (or get's) bytes on its lane: whole, or under chaos split into shuffled chunks of
 // which some may be held back (only when nothing on the lane has to follow them: `mayHold`).
-// `forceHold`: hold every piece until the op is tested (the cross-process negative control).
+// `forceHold`: hold every piece until the op is tested after kBrokenDataDelay (the negative control).
 Result enqueueData(CollComm& c, Lane& lane, Request* req, char* dst, int dstDevice, const char* src, int srcDevice,
                    size_t bytes, uint64_t opSeq, bool mayHold, bool forceHold = false) {
   if (bytes == 0) return kSuccess;
@@ -235,6 +242,7 @@ Result enqueueData(CollComm& c, Lane& lane, Request* req, char* dst, int dstDevi
     if (forceHold || (c.config.chaos && mayHold && c.rng.chance(c.chaos.holdPercent))) {
       piece.pollsLeft = 1 + static_cast<unsigned>(c.rng.below(c.chaos.maxHoldPolls));
       piece.untilTested = forceHold;
+      if (forceHold) piece.releaseAt = std::chrono::steady_clock::now() + kBrokenDataDelay;
       req->heldChunks++;
       lane.held.push_back(piece);
     } else if (Result r = issueCopy(c, lane, req, piece); r != kSuccess) {
@@ -494,18 +502,14 @@ Result put(void* collComm, const PutArgs& a, void** request) {
   Result r = kSuccess;
   if (!a.withSignal) {
     r = enqueueData(c, *lane, req, dst, dstDev, src, srcDev, a.size, opSeq, /*mayHold=*/true);
-  } else if (c.config.breakSignalEarly && remote) {
-    // Negative control across processes: the message leaves now, its data only when the op is
-    // tested.
-    r = sendSignal(c, *lane, req, sigReg->seq, a.signalOff, delta, /*early=*/true);
+  } else if (c.config.breakSignalEarly) {
+    // Negative control: the signal goes now (a message to another process, else a write not
+    // ordered after the lane); its data only when the op is tested, kBrokenDataDelay later.
+    r = remote ? sendSignal(c, *lane, req, sigReg->seq, a.signalOff, delta, /*early=*/true)
+               : writeSignal(c, static_cast<int>(a.rank), lane, req, *sigE, sigReg, a.signalOff,
+                             reinterpret_cast<uint64_t*>(sig), delta, opSeq, /*orderAfterLane=*/false);
     if (r == kSuccess) r = releaseHeld(c, *lane, true);
     if (r == kSuccess) r = enqueueData(c, *lane, req, dst, dstDev, src, srcDev, a.size, opSeq, false, true);
-  } else if (c.config.breakSignalEarly) {
-    // Negative control: the signal goes first, unordered; its data follows.
-    r = writeSignal(c, static_cast<int>(a.rank), lane, req, *sigE, sigReg, a.signalOff,
-                    reinterpret_cast<uint64_t*>(sig), delta, opSeq, /*orderAfterLane=*/false);
-    if (r == kSuccess) r = releaseHeld(c, *lane, true);
-    if (r == kSuccess) r = enqueueData(c, *lane, req, dst, dstDev, src, srcDev, a.size, opSeq, false);
   } else {
     // Everything earlier on the lane, then this op's data, then the signal.
     r = releaseHeld(c, *lane, true);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -139,7 +140,8 @@ struct HeldChunk {  // chaos: a piece of an unsignalled put (or get) not issued 
   uint64_t opSeq;
   unsigned chunk;
   bool crossProcess = false;  // one side is another process's window mapped here: never "local"
-  bool untilTested = false;   // negative control across processes: issued when its op is tested
+  bool untilTested = false;   // negative control: issued when its op is tested, not before releaseAt
+  std::chrono::steady_clock::time_point releaseAt{};
 };
 
 // A signal to a rank of another process, waiting until everything before it on its lane has

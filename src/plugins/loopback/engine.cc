@@ -162,7 +162,7 @@ Result issueCopy(CollComm& c, Lane& lane, Request* req, const HeldChunk& piece) 
                 piece.srcDevice == t->device && c.config.localCopy != LocalCopy::Direct;
   uint64_t ticket = 0;
   if (Result r = t->mover->copy(*t, piece.dst, piece.src, piece.bytes, bounce, &ticket); r != kSuccess) return r;
-  req->parts.push_back(Part{t, ticket, nullptr});
+  if (req != nullptr) req->parts.push_back(Part{t, ticket, nullptr});  // null: the negative control's data
   if (t->mover->synchronous()) traceEvent(c, lane, TraceEvent::Data, piece.opSeq, piece.chunk, piece.bytes, nullptr, 0);
   return kSuccess;
 }
@@ -174,7 +174,7 @@ Result releaseHeld(CollComm& c, Lane& lane, bool all) {
   std::vector<HeldChunk> now;
   for (size_t i = 0; i < lane.held.size();) {
     HeldChunk& h = lane.held[i];
-    // The negative control's data leaves only through releaseTested.
+    // The negative control's data leaves only through releaseDue.
     if (!h.untilTested && (all || h.pollsLeft <= 1)) {
       now.push_back(h);
       lane.held[i] = lane.held.back();
@@ -192,21 +192,21 @@ Result releaseHeld(CollComm& c, Lane& lane, bool all) {
   return kSuccess;
 }
 
-// How long the negative control holds a signalled put's data after its signal went out: long
-// enough that a receiver trusting the signal has read the destination (an EP kernel reads right
-// after the wait; a host check runs within microseconds of the kernel's end) before it lands.
+// How long the negative control holds a signalled put's data after its signal went out. The op
+// is reported done as soon as its signal is out, as a NIC reports a write done once the data has
+// left the source, so the sender's flush does not wait for the data either: a receiver that
+// trusts the signal reads the destination before the data lands.
 constexpr std::chrono::milliseconds kBrokenDataDelay{20};
 
-// The negative control's data: issued when its op is tested, once kBrokenDataDelay has passed.
-Result releaseTested(CollComm& c, Request* req) {
+// The negative control's held data whose delay has passed: issued on any later test().
+Result releaseDue(CollComm& c) {
   auto now = std::chrono::steady_clock::now();
   for (Lane& lane : c.lanes) {
     for (size_t i = 0; i < lane.held.size();) {
-      if (lane.held[i].req == req && lane.held[i].untilTested && lane.held[i].releaseAt <= now) {
+      if (lane.held[i].untilTested && lane.held[i].releaseAt <= now) {
         HeldChunk h = lane.held[i];
         lane.held.erase(lane.held.begin() + static_cast<std::ptrdiff_t>(i));
-        req->heldChunks--;
-        if (Result r = issueCopy(c, lane, req, h); r != kSuccess) return r;
+        if (Result r = issueCopy(c, lane, nullptr, h); r != kSuccess) return r;
       } else {
         i++;
       }
@@ -225,7 +225,7 @@ Result progressHeld(CollComm& c) {
 
 // A put's (or get's) bytes on its lane: whole, or under chaos split into shuffled chunks of
 // which some may be held back (only when nothing on the lane has to follow them: `mayHold`).
-// `forceHold`: hold every piece until the op is tested after kBrokenDataDelay (the negative control).
+// `forceHold`: hold every piece for kBrokenDataDelay, detached from the op (the negative control).
 Result enqueueData(CollComm& c, Lane& lane, Request* req, char* dst, int dstDevice, const char* src, int srcDevice,
                    size_t bytes, uint64_t opSeq, bool mayHold, bool forceHold = false) {
   if (bytes == 0) return kSuccess;
@@ -239,10 +239,14 @@ Result enqueueData(CollComm& c, Lane& lane, Request* req, char* dst, int dstDevi
   for (unsigned i : order) {
     size_t lo = chunkStart(bytes, n, i), hi = chunkStart(bytes, n, i + 1);
     HeldChunk piece{req, dst + lo, src + lo, hi - lo, dstDevice, srcDevice, 0, opSeq, i, !c.isLocal(lane.peer)};
-    if (forceHold || (c.config.chaos && mayHold && c.rng.chance(c.chaos.holdPercent))) {
+    if (forceHold) {
+      // Detached from its request: the op completes without it (kBrokenDataDelay says why).
+      piece.req = nullptr;
+      piece.untilTested = true;
+      piece.releaseAt = std::chrono::steady_clock::now() + kBrokenDataDelay;
+      lane.held.push_back(piece);
+    } else if (c.config.chaos && mayHold && c.rng.chance(c.chaos.holdPercent)) {
       piece.pollsLeft = 1 + static_cast<unsigned>(c.rng.below(c.chaos.maxHoldPolls));
-      piece.untilTested = forceHold;
-      if (forceHold) piece.releaseAt = std::chrono::steady_clock::now() + kBrokenDataDelay;
       req->heldChunks++;
       lane.held.push_back(piece);
     } else if (Result r = issueCopy(c, lane, req, piece); r != kSuccess) {
@@ -504,7 +508,7 @@ Result put(void* collComm, const PutArgs& a, void** request) {
     r = enqueueData(c, *lane, req, dst, dstDev, src, srcDev, a.size, opSeq, /*mayHold=*/true);
   } else if (c.config.breakSignalEarly) {
     // Negative control: the signal goes now (a message to another process, else a write not
-    // ordered after the lane); its data only when the op is tested, kBrokenDataDelay later.
+    // ordered after the lane); its data kBrokenDataDelay later, after the op was reported done.
     r = remote ? sendSignal(c, *lane, req, sigReg->seq, a.signalOff, delta, /*early=*/true)
                : writeSignal(c, static_cast<int>(a.rank), lane, req, *sigE, sigReg, a.signalOff,
                              reinterpret_cast<uint64_t*>(sig), delta, opSeq, /*orderAfterLane=*/false);
@@ -599,8 +603,8 @@ Result test(void* collComm, void* request, int* done) {
   // Other processes: send signals whose data completed, apply those that arrived. A dead peer
   // fails every pending op (NCCL 2.28.9 ignores test()'s result, but a later put fails too).
   if (Result r = progressPeers(c); r != kSuccess) return noteError(c, r);
-  if (req->heldChunks > 0 && c.config.breakSignalEarly) {
-    if (Result r = releaseTested(c, req); r != kSuccess) return noteError(c, r);
+  if (c.config.breakSignalEarly) {
+    if (Result r = releaseDue(c); r != kSuccess) return noteError(c, r);
   }
   if (req->heldChunks > 0) return kSuccess;
   for (; req->partsDone < req->parts.size(); req->partsDone++) {

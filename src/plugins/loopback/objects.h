@@ -140,7 +140,7 @@ struct HeldChunk {  // chaos: a piece of an unsignalled put (or get) not issued 
   uint64_t opSeq;
   unsigned chunk;
   bool crossProcess = false;  // one side is another process's window mapped here: never "local"
-  bool untilTested = false;   // negative control: issued when its op is tested, not before releaseAt
+  bool untilTested = false;   // negative control: detached from its op, issued after releaseAt
   std::chrono::steady_clock::time_point releaseAt{};
 };
 

@@ -4,7 +4,9 @@
 //!  - one way: GPU i copies to GPU j, nothing else moves (every ordered pair in turn);
 //!  - both ways: i and j copy to each other at once (every pair in turn);
 //!  - all-to-all: every GPU copies to every other at once, one stream per (source, destination):
-//!    the alltoall pattern, so its figure is the ceiling of alltoall's busbw.
+//!    what copy engines reach in the alltoall pattern. On 4×H200 that is half the both-ways
+//!    figure (the copy engines, not the links, limit it), so the link limit an alltoall kernel
+//!    is read against is the both-ways figure.
 //!
 //! Figures are GB/s per GPU sent (bytes a GPU copies to its peers / wall time, 1 GB = 1e9 B), timed
 //! on the host over `iters` rounds after warm-up, every stream drained before and after.

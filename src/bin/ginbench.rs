@@ -44,8 +44,9 @@ enum Cmd {
         junit: Option<PathBuf>,
     },
     /// The NVLink ceiling of this host, measured with the copy engines (no SM): every pair one way
-    /// and both ways at once, and every GPU to every other at once (the alltoall pattern), in GB/s
-    /// per sending GPU. Keep its JSON beside results: it is the limit their busbw is read against.
+    /// and both ways at once (the link limit alltoall busbw is read against), and every GPU to
+    /// every other at once (what copy engines reach in the alltoall pattern), in GB/s per sending
+    /// GPU. Keep its JSON beside results.
     /// Exit 6 on bad input, 8 with fewer than 2 GPUs or no peer path.
     Ceiling {
         /// GPUs to use, 0..g-1 (default: every visible GPU)

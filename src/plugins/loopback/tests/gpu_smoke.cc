@@ -225,6 +225,31 @@ struct Rank {
 
 static const size_t kSlot = 4 << 20;  // bytes per sender slot
 
+// Rank r's GPU side on device `dev`: context, streams, the kernel that fills every thread slot of
+// every SM, its window and source (handle type `windows`; the source filled with r + 1), the
+// signal array (never shareable, as NCCL's) and host inline slots.
+static void setUpRank(Rank& rk, int dev, int r, int n, CUmemAllocationHandleType windows) {
+  rk.dev = dev;
+  CUdevice d;
+  CU(p_cuDeviceGet(&d, dev));
+  CU(p_cuDevicePrimaryCtxRetain(&rk.ctx, d));
+  CU(p_cuCtxSetCurrent(rk.ctx));
+  CU(p_cuStreamCreate(&rk.kernelStream, CU_STREAM_DEFAULT));
+  CU(p_cuStreamCreate(&rk.aux, CU_STREAM_NON_BLOCKING));
+  CUmodule mod;
+  CU(p_cuModuleLoadData(&mod, kPtx));
+  CU(p_cuModuleGetFunction(&rk.wait, mod, "gbl_wait"));
+  int perSm = 0, sms = 0;
+  CU(p_cuOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, rk.wait, 1024, 0));
+  CU(p_cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d));
+  rk.blocks = perSm * sms;
+  rk.win = devAlloc(dev, n * kSlot + 4096, windows);
+  rk.sig = devAlloc(dev, 65536 * 8);
+  rk.src = devAlloc(dev, kSlot, windows);
+  CU(p_cuMemsetD8(rk.src.ptr, static_cast<unsigned char>(r + 1), kSlot));
+  rk.inlines.assign(64, 0);
+}
+
 // One round on rank r: spin kernel on every SM, puts + signals from a context-less thread, check.
 static void round(Rank& rk, int r, int n, Barrier& b, uint64_t target, const char* label) {
   CU(p_cuCtxSetCurrent(rk.ctx));
@@ -367,25 +392,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < n; r++) {
     threads.emplace_back([&, r] {
       Rank& rk = ranks[r];
-      rk.dev = r;
-      CUdevice d;
-      CU(p_cuDeviceGet(&d, r));
-      CU(p_cuDevicePrimaryCtxRetain(&rk.ctx, d));
-      CU(p_cuCtxSetCurrent(rk.ctx));
-      CU(p_cuStreamCreate(&rk.kernelStream, CU_STREAM_DEFAULT));
-      CU(p_cuStreamCreate(&rk.aux, CU_STREAM_NON_BLOCKING));
-      CUmodule mod;
-      CU(p_cuModuleLoadData(&mod, kPtx));
-      CU(p_cuModuleGetFunction(&rk.wait, mod, "gbl_wait"));
-      int perSm = 0, sms = 0;
-      CU(p_cuOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, rk.wait, 1024, 0));
-      CU(p_cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d));
-      rk.blocks = perSm * sms;  // every thread slot of every SM
-      rk.win = devAlloc(r, n * kSlot + 4096);
-      rk.sig = devAlloc(r, 65536 * 8);
-      rk.src = devAlloc(r, kSlot);
-      CU(p_cuMemsetD8(rk.src.ptr, static_cast<unsigned char>(r + 1), kSlot));
-      rk.inlines.assign(64, 0);
+      setUpRank(rk, r, r, n, CU_MEM_HANDLE_TYPE_NONE);
       connectAndRegister(rk, r, n, handles, ptrs, b);
       b.wait();
       round(rk, r, n, b, static_cast<uint64_t>(n), "round 1");
@@ -561,26 +568,8 @@ static int processChild(const char* lib, int coord, int r, int n) {
     return coordRecvAll(coord, &c, 1, 120);
   };
   Rank rk;
-  rk.dev = r % ndev;
-  CUdevice d;
-  CU(p_cuDeviceGet(&d, rk.dev));
-  CU(p_cuDevicePrimaryCtxRetain(&rk.ctx, d));
-  CU(p_cuCtxSetCurrent(rk.ctx));
-  CU(p_cuStreamCreate(&rk.kernelStream, CU_STREAM_DEFAULT));
-  CU(p_cuStreamCreate(&rk.aux, CU_STREAM_NON_BLOCKING));
-  CUmodule mod;
-  CU(p_cuModuleLoadData(&mod, kPtx));
-  CU(p_cuModuleGetFunction(&rk.wait, mod, "gbl_wait"));
-  int perSm = 0, sms = 0;
-  CU(p_cuOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, rk.wait, 1024, 0));
-  CU(p_cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d));
-  rk.blocks = perSm * sms;
-  // As ncclMemAlloc: POSIX-FD handles for the windows; the signal array without (as NCCL's).
-  rk.win = devAlloc(rk.dev, n * kSlot + 4096, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-  rk.sig = devAlloc(rk.dev, 65536 * 8);
-  rk.src = devAlloc(rk.dev, kSlot, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-  CU(p_cuMemsetD8(rk.src.ptr, static_cast<unsigned char>(r + 1), kSlot));
-  rk.inlines.assign(64, 0);
+  // As ncclMemAlloc: POSIX-FD handles for the windows, so other processes can map them.
+  setUpRank(rk, r % ndev, r, n, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
   for (int pass = 0; pass < 2; pass++) {
     if (pass == 1) setenv("GINBENCH_LOOPBACK_CHAOS", "77", 1);
     void* inst = nullptr;

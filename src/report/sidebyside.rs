@@ -133,15 +133,10 @@ fn num(v: f64) -> String {
     }
 }
 
-fn build(runs: &[Labeled], dir: &Path) -> Result<Vec<Block>, String> {
-    let mut doc = vec![Block::Heading("ginbench report".into())];
-    doc.push(Block::Text(format!(
-        "{} runs of `{}`; ratios are against the first run ({}). busbw in GB/s, time in µs, mean over `-N` cycles.",
-        runs.len(),
-        runs[0].run.benchmark,
-        runs[0].label
-    )));
-    doc.push(Block::Table(env_table(runs)));
+/// What every report starts with: heading, `intro`, the environments side by side, loopback
+/// warnings and how each run's environment differs from the first's.
+fn preamble(runs: &[Labeled], intro: String) -> Vec<Block> {
+    let mut doc = vec![Block::Heading("ginbench report".into()), Block::Text(intro), Block::Table(env_table(runs))];
     doc.extend(loopback_warnings(runs));
     for l in runs.iter().skip(1) {
         let d = super::compare::env_differences(&runs[0].run, &l.run);
@@ -149,6 +144,19 @@ fn build(runs: &[Labeled], dir: &Path) -> Result<Vec<Block>, String> {
             doc.push(Block::Text(format!("{} differs from {}: {}.", l.label, runs[0].label, d.join("; "))));
         }
     }
+    doc
+}
+
+fn build(runs: &[Labeled], dir: &Path) -> Result<Vec<Block>, String> {
+    let mut doc = preamble(
+        runs,
+        format!(
+            "{} runs of `{}`; ratios are against the first run ({}). busbw in GB/s, time in µs, mean over `-N` cycles.",
+            runs.len(),
+            runs[0].run.benchmark,
+            runs[0].label
+        ),
+    );
     let all: Vec<Stats> = runs.iter().map(|l| stats(&l.run)).collect();
     let mut impls: Vec<(String, String, String)> =
         all.iter().flat_map(|s| s.keys().map(|k| (k.0.clone(), k.1.clone(), k.2.clone()))).collect();
@@ -462,22 +470,16 @@ fn interference_stats(run: &Run) -> InterferenceStats {
 /// Interference runs: per foreground, the slowdown of each side against the background's size,
 /// plotted and tabled, run beside run.
 fn interference_build(runs: &[Labeled], dir: &Path) -> Result<Vec<Block>, String> {
-    let mut doc = vec![Block::Heading("ginbench report".into())];
-    doc.push(Block::Text(format!(
-        "{} runs of `interference`; slowdown is together / alone (1.00 = no interference) for the foreground (fg) and \
-         the background (bg) against the background's size per rank; time is the foreground's together time in µs; \
-         mean over `-N` cycles. Ratios are against the first run ({}).",
-        runs.len(),
-        runs[0].label
-    )));
-    doc.push(Block::Table(env_table(runs)));
-    doc.extend(loopback_warnings(runs));
-    for l in runs.iter().skip(1) {
-        let d = super::compare::env_differences(&runs[0].run, &l.run);
-        if !d.is_empty() {
-            doc.push(Block::Text(format!("{} differs from {}: {}.", l.label, runs[0].label, d.join("; "))));
-        }
-    }
+    let mut doc = preamble(
+        runs,
+        format!(
+            "{} runs of `interference`; slowdown is together / alone (1.00 = no interference) for the foreground (fg) \
+             and the background (bg) against the background's size per rank; time is the foreground's together time \
+             in µs; mean over `-N` cycles. Ratios are against the first run ({}).",
+            runs.len(),
+            runs[0].label
+        ),
+    );
     let all: Vec<InterferenceStats> = runs.iter().map(|l| interference_stats(&l.run)).collect();
     let order = first_seen(runs.iter().flat_map(|l| l.run.rows.iter()).map(|r| r.impl_name.as_str()));
     let mut fgs: Vec<String> = all.iter().flat_map(|s| s.keys().map(|k| k.0.clone())).collect();

@@ -250,6 +250,23 @@ static void setUpRank(Rank& rk, int dev, int r, int n, CUmemAllocationHandleType
   rk.inlines.assign(64, 0);
 }
 
+// Collective, as NCCL does at context creation: the signal array (strongly ordered), the inline
+// slots (host), then the user windows.
+static void registerWindows(Rank& rk) {
+  void* gh = nullptr;
+  CHECK(gGin->regMrSym(rk.comm, reinterpret_cast<void*>(rk.sig.ptr), rk.sig.size, kPtrCuda, kMrFlagForceSo, &rk.sigH,
+                       &gh) == kSuccess,
+        "regMrSym signals");
+  CHECK(gGin->regMrSym(rk.comm, rk.inlines.data(), rk.inlines.size() * 8, kPtrHost, 0, &rk.inlH, &gh) == kSuccess,
+        "regMrSym inlines");
+  CHECK(gGin->regMrSym(rk.comm, reinterpret_cast<void*>(rk.win.ptr), rk.win.size, kPtrCuda, 0, &rk.winH, &gh) ==
+            kSuccess,
+        "regMrSym window");
+  CHECK(gGin->regMrSym(rk.comm, reinterpret_cast<void*>(rk.src.ptr), rk.src.size, kPtrCuda, 0, &rk.srcH, &gh) ==
+            kSuccess,
+        "regMrSym source");
+}
+
 // One round on rank r: spin kernel on every SM, puts + signals from a context-less thread, check.
 static void round(Rank& rk, int r, int n, Barrier& b, uint64_t target, const char* label) {
   CU(p_cuCtxSetCurrent(rk.ctx));
@@ -308,18 +325,7 @@ static void connectAndRegister(Rank& rk, int r, int n, std::vector<char>& handle
   b.wait();
   CHECK(gGin->connect(nullptr, ptrs.data(), n, r, l, &rk.comm) == kSuccess, "connect");
   gGin->closeListen(l);
-  void* gh = nullptr;
-  CHECK(gGin->regMrSym(rk.comm, reinterpret_cast<void*>(rk.sig.ptr), rk.sig.size, kPtrCuda, kMrFlagForceSo, &rk.sigH,
-                       &gh) == kSuccess,
-        "regMrSym signals");
-  CHECK(gGin->regMrSym(rk.comm, rk.inlines.data(), rk.inlines.size() * 8, kPtrHost, 0, &rk.inlH, &gh) == kSuccess,
-        "regMrSym inlines");
-  CHECK(gGin->regMrSym(rk.comm, reinterpret_cast<void*>(rk.win.ptr), rk.win.size, kPtrCuda, 0, &rk.winH, &gh) ==
-            kSuccess,
-        "regMrSym window");
-  CHECK(gGin->regMrSym(rk.comm, reinterpret_cast<void*>(rk.src.ptr), rk.src.size, kPtrCuda, 0, &rk.srcH, &gh) ==
-            kSuccess,
-        "regMrSym source");
+  registerWindows(rk);
   (void)handles;
 }
 
@@ -583,18 +589,7 @@ static int processChild(const char* lib, int coord, int r, int n) {
     if (!coordRecvAll(coord, handles.data(), handles.size(), 120)) return 1;
     CHECK(gGin->connect(nullptr, ptrs.data(), n, r, l, &rk.comm) == kSuccess, "connect (rank %d)", r);
     gGin->closeListen(l);
-    void* gh = nullptr;
-    CHECK(gGin->regMrSym(rk.comm, reinterpret_cast<void*>(rk.sig.ptr), rk.sig.size, kPtrCuda, kMrFlagForceSo,
-                         &rk.sigH, &gh) == kSuccess,
-          "regMrSym signals");
-    CHECK(gGin->regMrSym(rk.comm, rk.inlines.data(), rk.inlines.size() * 8, kPtrHost, 0, &rk.inlH, &gh) == kSuccess,
-          "regMrSym inlines");
-    CHECK(gGin->regMrSym(rk.comm, reinterpret_cast<void*>(rk.win.ptr), rk.win.size, kPtrCuda, 0, &rk.winH, &gh) ==
-              kSuccess,
-          "regMrSym window");
-    CHECK(gGin->regMrSym(rk.comm, reinterpret_cast<void*>(rk.src.ptr), rk.src.size, kPtrCuda, 0, &rk.srcH, &gh) ==
-              kSuccess,
-          "regMrSym source");
+    registerWindows(rk);
     CU(p_cuMemsetD8(rk.win.ptr, 0, n * kSlot));
     CU(p_cuMemsetD8(rk.sig.ptr, 0, 1024));
     if (!barrier()) return 1;

@@ -147,6 +147,7 @@ impl Gpu {
             device: self.ordinal,
             pci_bus_id: self.pci_bus_id(),
             memory_bytes: self.total_mem(),
+            cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
         }
     }
 

@@ -108,6 +108,9 @@ pub struct Gpu {
     pub pci_bus_id: String,
     #[serde(default)]
     pub memory_bytes: u64,
+    /// CPUs the rank's process may run on (its affinity mask and CPU quota); 0: unknown.
+    #[serde(default)]
+    pub cpus: usize,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -65,6 +65,7 @@ fn sample() -> Run {
                     device: r,
                     pci_bus_id: format!("00000000:00:0{}.0", 6 + r),
                     memory_bytes: 150_000_000_000,
+                    cpus: 16,
                 })
                 .collect(),
             driver: "580.159.04".into(),

@@ -143,6 +143,10 @@ impl Output {
                 e.gin.plugin, e.gin.nodes
             );
         }
+        let per_process = if bootstrap::launched_by_mpi() { 1 } else { e.ranks };
+        if let Some(w) = cpu_warning(&e.gpus, per_process) {
+            s += &w;
+        }
         s += "#\n# Using devices\n";
         for l in lines {
             s += &String::from_utf8_lossy(&l);
@@ -194,9 +198,40 @@ impl Output {
     }
 }
 
+/// CPUs each rank should have: its own thread, NCCL's proxy thread and, with GIN, NCCL's GIN
+/// progress thread all spin while work is in flight.
+const CPUS_PER_RANK: usize = 3;
+
+/// A warning line when some rank's process may use fewer than `CPUS_PER_RANK` CPUs per rank it
+/// hosts (`per_process`): spinning threads sharing a CPU take turns in scheduler slices, and
+/// waits of microseconds become milliseconds. Open MPI binds each process to one core by default
+/// when it starts two ranks or fewer.
+fn cpu_warning(gpus: &[crate::results::Gpu], per_process: usize) -> Option<String> {
+    let g = gpus.iter().filter(|g| g.cpus > 0).min_by_key(|g| g.cpus)?;
+    if g.cpus >= CPUS_PER_RANK * per_process.max(1) {
+        return None;
+    }
+    Some(format!(
+        "# warning: rank {}'s process may run on {} CPU(s) for {} rank(s); NCCL's proxy and GIN threads spin beside each \
+         rank and would share them (waits of us become ms): launch without binding (mpirun --bind-to none, srun \
+         --cpu-bind=none) or give each rank {} CPUs\n",
+        g.rank, g.cpus, per_process, CPUS_PER_RANK
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn warns_when_ranks_would_share_a_cpu() {
+        let g = |rank, cpus| crate::results::Gpu { rank, cpus, ..Default::default() };
+        let w = cpu_warning(&[g(0, 64), g(1, 1)], 1).expect("one CPU for a rank");
+        assert!(w.starts_with("# warning: rank 1's process may run on 1 CPU(s)"), "{w}");
+        assert!(cpu_warning(&[g(0, 3), g(1, 3)], 1).is_none());
+        assert!(cpu_warning(&[g(0, 8), g(1, 8)], 4).is_some(), "4 ranks as threads on 8 CPUs");
+        assert!(cpu_warning(&[g(0, 0)], 1).is_none(), "unknown: no warning");
+    }
 
     #[test]
     fn progress_only_for_a_person_at_a_terminal() {

@@ -33,10 +33,15 @@
 // the lane's data has completed and applied by the owner through the same signal path
 // (remote.h says what "done" means then).
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <mutex>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "engine.h"
 #include "internal.h"
@@ -393,6 +398,17 @@ Result instanceInit(void** ctx, uint64_t commId, DebugLogger logger) {
     if (config.chaos) info("chaos mode, seed %lu", static_cast<unsigned long>(config.chaosSeed));
     if (config.breakSignalEarly) warn("GINBENCH_LOOPBACK_BREAK=signal-early: signals overtake their puts (test only)");
   }
+  // Once per process: with fewer hardware queues than streams, a plugin stream can share a queue
+  // with a GIN kernel's stream and wait behind the kernel that waits for it (README).
+  static std::once_flag queuesChecked;
+  std::call_once(queuesChecked, [] {
+    const char* v = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    if (v == nullptr || atoi(v) < 32) {
+      warn("CUDA_DEVICE_MAX_CONNECTIONS is %s: set it to 32 before CUDA starts, or a copy of this plugin may "
+           "queue behind a GIN kernel that waits for it (a hang)",
+           v == nullptr ? "unset (8 hardware queues per GPU)" : v);
+    }
+  });
   Instance* inst = new Instance;
   inst->commId = commId;
   track(inst, Kind::Instance);
@@ -631,10 +647,56 @@ Result test(void* collComm, void* request, int* done) {
   return kSuccess;
 }
 
+namespace {
+// GINBENCH_LOOPBACK_STATS: every few seconds, one line per connection with work in flight or
+// signals exchanged: what each lane has issued, completed and still holds, and how many signal
+// messages went out and came in. Two ranks' lines side by side show where a stalled exchange
+// stopped (a signal never sent, sent but not applied, or applied and the kernel still waits).
+void dumpState(CollComm& c) {
+  auto now = Clock::now();
+  if (now < c.nextStateLine) return;
+  c.nextStateLine = now + std::chrono::seconds(3);
+  std::string s;
+  char buf[160];
+  for (const Lane& l : c.lanes) {
+    uint64_t done = l.timeline ? l.timeline->completedHint.load() : 0;
+    uint64_t issued = l.timeline ? l.timeline->issued : 0;
+    if (issued == 0 && l.sigQueued == 0 && l.held.empty()) continue;
+    snprintf(buf, sizeof buf, " | to %d ctx %d: copies %llu/%llu held %zu signals sent %llu/%llu", l.peer, l.context,
+             static_cast<unsigned long long>(done), static_cast<unsigned long long>(issued), l.held.size(),
+             static_cast<unsigned long long>(l.sigSent), static_cast<unsigned long long>(l.sigQueued));
+    s += buf;
+    if (l.timeline && done < issued) s += " (" + l.timeline->mover->oldestPending(*l.timeline) + ")";
+  }
+  for (size_t i = 0; i < c.inSeq.size(); i++) {
+    if (c.inSeq[i] == 0) continue;
+    snprintf(buf, sizeof buf, " | from %zu ctx %zu: %llu applied", i % static_cast<size_t>(c.nranks),
+             i / static_cast<size_t>(c.nranks), static_cast<unsigned long long>(c.inSeq[i]));
+    s += buf;
+  }
+  {
+    SignalDomain& d = c.group->domain(c.rank, true);
+    std::lock_guard<std::mutex> dlock(d.mutex);
+    if (d.timeline && d.timeline->issued > 0) {
+      uint64_t done = 0;
+      d.timeline->mover->poll(*d.timeline, &done);
+      snprintf(buf, sizeof buf, " | own signal words: writes %llu/%llu", static_cast<unsigned long long>(done),
+               static_cast<unsigned long long>(d.timeline->issued));
+      s += buf;
+      if (done < d.timeline->issued) s += " (" + d.timeline->mover->oldestPending(*d.timeline) + ")";
+    }
+  }
+  if (s.empty() && c.requests.empty()) return;
+  fprintf(stderr, "ginbench-loopback: state pid %d rank %d/%d conn %p: %zu request(s) open%s\n", static_cast<int>(getpid()),
+          c.rank, c.nranks, static_cast<void*>(&c), c.requests.size(), s.c_str());
+}
+}  // namespace
+
 Result progress(void* collComm) {
   CollComm* cp = liveComm(collComm, "progress");
   if (cp == nullptr) return kInvalidArgument;
   std::lock_guard<std::mutex> lock(cp->mutex);
+  if (statsEnabled()) dumpState(*cp);
   if (Result r = progressHeld(*cp); r != kSuccess) return noteError(*cp, r);
   return noteError(*cp, progressPeers(*cp));
 }

@@ -3,12 +3,32 @@
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
+#include <strings.h>
 #include <string>
 
 namespace gbl {
 namespace {
 
 std::atomic<DebugLogger> gLogger{nullptr};
+
+// NCCL shows a plugin's warnings only under NCCL_DEBUG=WARN or more, and NCCL 2.28.9 drops the
+// result of a GIN test() or progress() call: a failure there would leave a kernel waiting with
+// nothing said. So without NCCL_DEBUG the first warnings also go to stderr (bounded: a failed
+// connection can fail every later call).
+bool ncclShowsWarnings() {
+  static const bool shows = [] {
+    const char* v = getenv("NCCL_DEBUG");
+    if (v == nullptr) return false;
+    for (const char* level : {"WARN", "INFO", "TRACE", "ABORT"}) {
+      if (strcasecmp(v, level) == 0) return true;
+    }
+    return false;
+  }();
+  return shows;
+}
+constexpr int kStderrWarnings = 10;
+std::atomic<int> gStderrWarnings{0};
 // Per thread: the warning of this thread's last failing call (ranks run on their own threads).
 thread_local std::string tLast;
 
@@ -19,6 +39,11 @@ void emit(int level, const char* fmt, va_list ap) {
   DebugLogger logger = gLogger.load(std::memory_order_acquire);
   if (logger != nullptr) {
     logger(level, kLogSubsysNet, __FILE__, __LINE__, "ginbench-loopback: %s", msg);
+    if (level == kLogWarn && !ncclShowsWarnings()) {
+      int n = gStderrWarnings.fetch_add(1, std::memory_order_relaxed);
+      if (n < kStderrWarnings) fprintf(stderr, "ginbench-loopback: %s\n", msg);
+      if (n == kStderrWarnings) fprintf(stderr, "ginbench-loopback: further warnings only with NCCL_DEBUG=WARN\n");
+    }
   } else if (level == kLogWarn) {
     // Before init there is no NCCL logger; a failure must still be seen.
     fprintf(stderr, "ginbench-loopback: %s\n", msg);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <atomic>
 #include <memory>
+#include <string>
 
 #include "abi_common.h"
 
@@ -49,6 +50,8 @@ class Mover {
   // has completed.
   virtual Result waitFor(Timeline& waiter, Timeline& source, uint64_t ticket) = 0;
   virtual Result poll(Timeline& t, uint64_t* completed) = 0;
+  // The oldest work of `t` not known complete, in words (diagnostics); empty when none.
+  virtual std::string oldestPending(Timeline& t) = 0;
 };
 
 // memcpy and atomic stores; always available.

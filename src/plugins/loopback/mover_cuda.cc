@@ -41,6 +41,7 @@ struct CudaTimeline final : Timeline {
   cu::Context ctx;
   cu::Stream stream = nullptr;
   std::deque<std::pair<uint64_t, cu::Event>> inflight;  // (ticket, event recorded after it)
+  std::deque<std::pair<const char*, size_t>> inflightWhat;  // beside inflight: kind, bytes
   void* staging = nullptr;  // pinned, for copies bounced through the host
   std::vector<cu::Event> spare;
   uint64_t completed = 0;
@@ -110,7 +111,7 @@ class CudaMover final : public Mover {
         return r;
       }
     }
-    return record(t, ticket);
+    return record(t, ticket, bytes == 0 ? "empty copy" : bounceViaHost ? "copy through the host" : "copy", bytes);
   }
 
   Result writeSignal(Timeline& tl, uint64_t* word, uint64_t value, uint64_t* ticket) override {
@@ -120,7 +121,7 @@ class CudaMover final : public Mover {
         r != kSuccess) {
       return r;
     }
-    return record(t, ticket);
+    return record(t, ticket, "signal write", sizeof(uint64_t));
   }
 
   Result readSignal(int device, const uint64_t* word, double timeoutSeconds, uint64_t* value) override {
@@ -183,14 +184,25 @@ class CudaMover final : public Mover {
       t.completed = t.inflight.front().first;
       t.spare.push_back(t.inflight.front().second);
       t.inflight.pop_front();
+      t.inflightWhat.pop_front();
     }
     *completed = t.completed;
     t.completedHint.store(t.completed, std::memory_order_release);
     return kSuccess;
   }
 
+  std::string oldestPending(Timeline& tl) override {
+    CudaTimeline& t = static_cast<CudaTimeline&>(tl);
+    if (t.inflight.empty()) return {};
+    char buf[128];
+    snprintf(buf, sizeof buf, "oldest pending: #%llu %s of %zu B on device %d (%zu in flight)",
+             static_cast<unsigned long long>(t.inflight.front().first), t.inflightWhat.front().first,
+             t.inflightWhat.front().second, t.device, t.inflight.size());
+    return buf;
+  }
+
  private:
-  Result record(CudaTimeline& t, uint64_t* ticket) {
+  Result record(CudaTimeline& t, uint64_t* ticket, const char* what, size_t bytes) {
     cu::Event ev = nullptr;
     if (!t.spare.empty()) {
       ev = t.spare.back();
@@ -205,6 +217,7 @@ class CudaMover final : public Mover {
     }
     *ticket = ++t.issued;
     t.inflight.emplace_back(*ticket, ev);
+    t.inflightWhat.emplace_back(what, bytes);
     return kSuccess;
   }
 

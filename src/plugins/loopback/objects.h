@@ -196,6 +196,7 @@ struct CollComm {
   std::vector<uint64_t> inSeq;   // [context * nranks + sender]: last signal applied
   Result peerError = kSuccess;   // a peer process died: every later op fails
   std::atomic<bool> stashed{false};  // regMrSym left signals in a channel's queue for progress()
+  std::chrono::steady_clock::time_point nextStateLine{};  // GINBENCH_LOOPBACK_STATS: see dumpState
   bool isLocal(int r) const { return local.empty() || local[static_cast<size_t>(r)] != 0; }
   bool anyRemote() const { return !channels.empty(); }
 };

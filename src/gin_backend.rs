@@ -91,6 +91,13 @@ pub fn select(
     if std::env::var_os("GINBENCH_LOOPBACK_SIGNAL_READBACK").is_none() {
         vars.push(("GINBENCH_LOOPBACK_SIGNAL_READBACK".into(), "never".into()));
     }
+    // Every CUDA stream of a process runs on one of CUDA_DEVICE_MAX_CONNECTIONS hardware queues
+    // per GPU (8 by default). Where the plugin's copy or signal stream shares a queue with a GIN
+    // kernel's stream, its work waits behind the kernel that waits for it: measured as a stall
+    // of the virtual-node gin alltoall at its third size with 8 queues, none with 32.
+    if std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_none() {
+        vars.push(("CUDA_DEVICE_MAX_CONNECTIONS".into(), "32".into()));
+    }
     if let (Some(nodes), Some((rank, ranks))) = (emulate_nodes, launcher) {
         vars.push(("NCCL_HOSTID".into(), virtual_host_id(rank, ranks, nodes)));
         vars.push(("NCCL_MNNVL_ENABLE".into(), "0".into()));

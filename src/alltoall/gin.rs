@@ -41,6 +41,18 @@ impl GinA2a {
             reqs.ginSignalCount = ctas as i32;
         }
         let dev = DevComm::create(r.comm, &reqs)?;
+        if !kind.emulated() {
+            // The barriers count from their signals' values, read before any peer signals.
+            let f = r.gpu.function("gin", "gb_gin_setup")?;
+            let raw: &crate::nccl::ffi::ncclDevComm = &dev.raw;
+            let n = ctas as i32;
+            let mut l = r.gpu.stream.launch_builder(&f);
+            l.arg(raw).arg(&n);
+            let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+            unsafe { l.launch(one) }?;
+            r.gpu.stream.synchronize()?;
+            r.boot.barrier();
+        }
         let signals =
             if kind.emulated() { Some(SymBuffer::new(r.comm, ctas as usize * 8, &r.gpu.stream)?) } else { None };
         Ok(Ok(GinA2a { func: r.gpu.function("gin", &format!("gb_{}", kind.symbol()))?, ctas, node_size, signals, dev }))

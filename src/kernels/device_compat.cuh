@@ -23,6 +23,27 @@ using GbGinSignalAdd = ncclGin_SignalAdd;
 // Barrier fence "no drain": an enum class with only Relaxed in 2.28, a bit set (None = Relaxed) later.
 #define GB_GIN_FENCE_NONE ncclGinFenceLevel::Relaxed
 
+// NCCL 2.28 hands a new device communicator GIN signal ids that an earlier one may have left
+// non-zero (ncclDevCommDestroy frees the ids without zeroing them), while the new communicator's
+// GIN barrier epochs, in its freshly zeroed resource buffer, count from zero: its first barriers
+// would pass on stale counts, before the peers arrive. gb_rebase_gin_barriers starts the epoch of
+// each of the first `n` rail GIN barriers, in every context, at its signal's current value,
+// through the barrier session's own constructor (which finds the epoch) and destructor (which
+// stores it). Run once after ncclDevCommCreate, before any peer can signal (a host barrier after).
+// 2.30 reworked GIN barriers (a signal per peer, no epoch); none of that generation runs on the
+// GPU hosts here, so there it does nothing.
+__device__ inline void gb_rebase_gin_barriers(ncclDevComm const& dc, int n) {
+#if !GB_NCCL_AT_LEAST(2, 30, 0)
+  for (int ctx = 0; ctx < dc.ginContextCount; ctx++) {
+    ncclGin gin(dc, ctx);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      ncclGinBarrierSession<ncclCoopThread> bar{ncclCoopThread(), gin, ncclTeamTagRail(), uint32_t(i)};
+      bar.epoch = uint32_t(gin.readSignal(bar.signal));
+    }
+  }
+#endif
+}
+
 // Threads per CTA of every device alltoall kernel (the launch must use the same number).
 #define GB_THREADS 512
 

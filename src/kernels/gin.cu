@@ -55,6 +55,10 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   a2a<true>(net, Topo::lsaNodes(dc), sendwin, sendoff, recvwin, recvoff, bytes);
 }
 
+// Setup of the real kinds: the world barrier's GIN part must count from its signals' values
+// (device_compat.cuh, gb_rebase_gin_barriers).
+extern "C" __global__ void gb_gin_setup(ncclDevComm dc, int barriers) { gb_rebase_gin_barriers(dc, barriers); }
+
 // Emulated: `nodeSize` ranks per virtual node, GIN emulated over NVLink between virtual nodes.
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_gin_emu(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,

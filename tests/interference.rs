@@ -219,6 +219,19 @@ fn command_line_errors_are_one_line_before_any_gpu() {
     ] {
         assert!(h.contains(flag), "--help lacks {flag}");
     }
+    // Every knob says what it does (doc comments built by a macro once left them blank).
+    let lines: Vec<&str> = h.lines().collect();
+    let knobs: Vec<&[&str]> = lines
+        .windows(2)
+        .filter(|w| {
+            let flag = w[0].trim_start();
+            (flag.starts_with("--ep-") || flag.starts_with("--dp-")) && flag.contains(" <")
+        })
+        .collect();
+    assert_eq!(knobs.len(), 14, "7 --ep-, 7 --dp-: {knobs:?}");
+    for w in knobs {
+        assert!(w[1].trim().len() > 10, "{} has no help: {:?}", w[0].trim(), w[1]);
+    }
     let list = Command::new(BIN).arg("--list-impls").output().unwrap();
     assert_eq!(list.status.code(), Some(0));
     let l = String::from_utf8_lossy(&list.stdout);

@@ -144,25 +144,25 @@ macro_rules! knobs {
     ($name:ident, $p:literal, $who:literal) => {
         #[derive(clap::Args, Debug, Clone, Default)]
         pub struct $name {
-            #[doc = concat!($who, " communicator: ncclConfig_t minCTAs")]
+            #[arg(help = concat!($who, " communicator: ncclConfig_t minCTAs"))]
             #[arg(id = concat!($p, "-min-ctas"), long = concat!($p, "-min-ctas"), value_name = "N")]
             pub min_ctas: Option<i32>,
-            #[doc = concat!($who, " communicator: ncclConfig_t maxCTAs (NCCL kernels' SM budget)")]
+            #[arg(help = concat!($who, " communicator: ncclConfig_t maxCTAs (NCCL kernels' SM budget)"))]
             #[arg(id = concat!($p, "-max-ctas"), long = concat!($p, "-max-ctas"), value_name = "N")]
             pub max_ctas: Option<i32>,
-            #[doc = concat!($who, " communicator: ncclConfig_t cgaClusterSize")]
+            #[arg(help = concat!($who, " communicator: ncclConfig_t cgaClusterSize"))]
             #[arg(id = concat!($p, "-cga-cluster-size"), long = concat!($p, "-cga-cluster-size"), value_name = "N")]
             pub cga_cluster_size: Option<i32>,
-            #[doc = concat!($who, " communicator: ncclConfig_t splitShare (1: share the parent's resources)")]
+            #[arg(help = concat!($who, " communicator: ncclConfig_t splitShare (1: share the parent's resources)"))]
             #[arg(id = concat!($p, "-split-share"), long = concat!($p, "-split-share"), value_name = "0|1")]
             pub split_share: Option<u32>,
-            #[doc = concat!($who, " communicator: ncclConfig_t netName (e.g. IB, Socket)")]
+            #[arg(help = concat!($who, " communicator: ncclConfig_t netName (e.g. IB, Socket)"))]
             #[arg(id = concat!($p, "-net-name"), long = concat!($p, "-net-name"), value_name = "NAME")]
             pub net_name: Option<String>,
-            #[doc = concat!($who, " communicator: ncclConfig_t trafficClass")]
+            #[arg(help = concat!($who, " communicator: ncclConfig_t trafficClass"))]
             #[arg(id = concat!($p, "-traffic-class"), long = concat!($p, "-traffic-class"), value_name = "TC")]
             pub traffic_class: Option<i32>,
-            #[doc = concat!($who, " stream priority (CUDA: lower is more urgent; 0 default)")]
+            #[arg(help = concat!($who, " stream priority (CUDA: lower is more urgent; 0 default)"))]
             #[arg(id = concat!($p, "-stream-priority"), long = concat!($p, "-stream-priority"), value_name = "P")]
             pub stream_priority: Option<i32>,
         }

@@ -419,6 +419,7 @@ impl Runner<'_> {
             ctas: self.cfg.ctas,
             gin: fg.env.gin.clone(),
             emulate_nodes: self.cfg.common.emulate_nodes,
+            gin_request: Default::default(),
         };
         let checker = std::cell::RefCell::new(Checker::new(fg.gpu, elt)?);
         checker.borrow().fill(fg.gpu, r.send.ptr, bytes / elt, 0, fg.boot.rank() as u32)?;
@@ -501,6 +502,7 @@ impl Runner<'_> {
                     ctas: self.cfg.ctas,
                     max_tokens,
                     emulate_nodes: self.cfg.common.emulate_nodes,
+                    gin_request: Default::default(),
                 };
                 let imp = (info.make)(&c, &fg.env.gin)?;
                 for &t in &tokens {

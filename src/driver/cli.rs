@@ -85,7 +85,7 @@ pub struct CommonArgs {
 
 /// A GIN request ([`crate::gin_transport::GinRequest`]) as flags `--<p>-contexts N` and
 /// `--<p>-type TYPE`; `$whose` names the device communicators they shape. alltoall_perf and
-/// ep_perf take `--gin-*` ([`GinArgs`]).
+/// ep_perf take `--gin-*` ([`GinArgs`]), interference_perf `--ep-gin-*` (its foreground's).
 macro_rules! gin_flags {
     ($name:ident, $p:literal, $whose:literal) => {
         #[derive(clap::Args, Debug, Clone, Default)]
@@ -113,6 +113,7 @@ macro_rules! gin_flags {
         }
     };
 }
+pub(crate) use gin_flags;
 
 gin_flags!(GinArgs, "gin", "the device communicators of gin / hybrid");
 

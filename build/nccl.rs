@@ -19,6 +19,11 @@ pub const CFGS: &[(&str, u32, &str)] = &[
         23005,
         "2.30.5 added ginStrongSignalsRequired / ginVaSignalsRequired (default true)",
     ),
+    (
+        "nccl_dev_comm_gin_type",
+        23102,
+        "2.31.2 added ncclDevCommRequirements.ginType (each device communicator picks its GIN backend)",
+    ),
 ];
 
 /// The cfgs set for headers of version `code`.
@@ -42,5 +47,9 @@ pub fn instructions(code: u32) -> Result<Vec<String>, String> {
     }
     let mut v: Vec<String> = CFGS.iter().map(|(name, _, _)| format!("cargo::rustc-check-cfg=cfg({name})")).collect();
     v.extend(cfgs_for(code).into_iter().map(|name| format!("cargo::rustc-cfg={name}")));
+    // Each cfg's first release, for messages naming the NCCL a feature needs (GINBENCH_<CFG>_SINCE).
+    v.extend(CFGS.iter().map(|(name, first, _)| {
+        format!("cargo::rustc-env=GINBENCH_{}_SINCE={}", name.to_uppercase(), release(*first))
+    }));
     Ok(v)
 }

@@ -188,12 +188,15 @@ fn nccl_version_table() {
     assert_eq!(nccl::cfgs_for(22809), Vec::<&str>::new());
     assert_eq!(nccl::cfgs_for(22902), ["nccl_versioned_structs"]);
     assert_eq!(nccl::cfgs_for(22907), ["nccl_versioned_structs", "nccl_gin_connection_type"]);
+    assert!(!nccl::cfgs_for(23007).contains(&"nccl_dev_comm_gin_type"));
+    assert!(nccl::cfgs_for(23102).contains(&"nccl_dev_comm_gin_type"));
     assert_eq!(nccl::cfgs_for(23203).len(), nccl::CFGS.len());
     assert_eq!(nccl::release(23203), "2.32.3");
     let lines = nccl::instructions(22907).unwrap();
     for (name, _, _) in nccl::CFGS {
         assert!(lines.contains(&format!("cargo::rustc-check-cfg=cfg({name})")), "{lines:?}");
     }
+    assert!(lines.contains(&"cargo::rustc-env=GINBENCH_NCCL_DEV_COMM_GIN_TYPE_SINCE=2.31.2".to_string()), "{lines:?}");
     let set: Vec<_> = lines.iter().filter(|l| l.starts_with("cargo::rustc-cfg=")).collect();
     assert_eq!(set, ["cargo::rustc-cfg=nccl_versioned_structs", "cargo::rustc-cfg=nccl_gin_connection_type"]);
     // Thresholds ascend, so a newer header set has every older cfg.

@@ -38,6 +38,9 @@ fn bad_input_is_one_line_and_exit_6() {
         (vec!["-D", "gin-emu", "-R", "2", "--emulate-nodes", "3", "-g", "4"], "--emulate-nodes 3 does not divide 4"),
         (vec!["-J", "/nonexistent/dir/x.json"], "does not exist"),
         (vec!["--csv", "/nonexistent/dir/x.csv"], "does not exist"),
+        // GIN knobs with no impl on NCCL's GIN, or out of range.
+        (vec!["--gin-contexts", "2"], "--gin-contexts applies to the impls on NCCL's GIN"),
+        (vec!["-D", "gin", "-R", "2", "--gin-contexts", "0"], "--gin-contexts 0 is not in 1..=1024"),
     ] {
         let o = run(A2A, &args, &[]);
         let e = stderr(&o);
@@ -129,6 +132,7 @@ fn ep_perf_bad_input_is_one_line_and_exit_6() {
         (vec!["--experts", "7", "--topk", "2", "-g", "4"], "--experts 7 does not divide over 4 ranks"),
         (vec!["-f", "0"], "step factor -f is 0"),
         (vec!["-J", "/nonexistent/dir/x.json"], "does not exist"),
+        (vec!["-D", "nvl", "--gin-type", "proxy"], "--gin-type"),
     ] {
         let o = run(EP, &args, &[]);
         let e = stderr(&o);
@@ -180,7 +184,15 @@ fn the_benchmarks_share_the_driver_flags() {
     // -N, -I, --require-gin and --profile-size used to exist in alltoall_perf only.
     for bin in [A2A, EP] {
         let h = String::from_utf8_lossy(&run(bin, &["--help"], &[]).stdout).into_owned();
-        for f in ["-N, --run_cycles", "-I, --per_iter_timing", "--require-gin", "--profile-size", "--emulate-nodes"] {
+        for f in [
+            "-N, --run_cycles",
+            "-I, --per_iter_timing",
+            "--require-gin",
+            "--profile-size",
+            "--emulate-nodes",
+            "--gin-contexts <N>",
+            "--gin-type <TYPE>",
+        ] {
             assert!(h.contains(f), "{bin} --help lacks {f}");
         }
     }

@@ -195,6 +195,8 @@ fn command_line_errors_are_one_line_before_any_gpu() {
         (vec!["--dp-max-ctas", "100"], "--dp-max-ctas 100"),
         (vec!["-G", "1"], "-G is not offered"),
         (vec!["-e", "99999T"], "is above"),
+        (vec!["--ep-gin-contexts", "4"], "--ep-gin-contexts applies to the impls on NCCL's GIN"),
+        (vec!["-D", "gin", "--ep-gin-contexts", "0"], "--ep-gin-contexts 0"),
     ] {
         let o = Command::new(BIN).args(&args).output().unwrap();
         let e = String::from_utf8_lossy(&o.stderr);
@@ -214,10 +216,33 @@ fn command_line_errors_are_one_line_before_any_gpu() {
         "--dp-max-ctas",
         "--ep-net-name",
         "--dp-stream-priority",
+        "--ep-gin-contexts <N>",
+        "--ep-gin-type <TYPE>",
         "--profile-size",
         "Exit codes",
     ] {
         assert!(h.contains(flag), "--help lacks {flag}");
+    }
+    // Every knob says what it does (doc comments built by a macro once left them blank).
+    let lines: Vec<&str> = h.lines().collect();
+    let knobs: Vec<&[&str]> = lines
+        .windows(2)
+        .filter(|w| {
+            let flag = w[0].trim_start();
+            (flag.starts_with("--ep-") || flag.starts_with("--dp-")) && flag.contains(" <")
+        })
+        .collect();
+    assert_eq!(knobs.len(), 16, "7 --ep-, 2 --ep-gin-, 7 --dp-: {knobs:?}");
+    for w in knobs {
+        assert!(w[1].trim().len() > 10, "{} has no help: {:?}", w[0].trim(), w[1]);
+    }
+    // A backend per device communicator needs NCCL 2.31.2 headers: an older build says so.
+    if !ginbench::nccl::compat::DEV_COMM_GIN_TYPE {
+        let o = Command::new(BIN).args(["-D", "gin", "--ep-gin-type", "gdaki"]).output().unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(6), "{e}");
+        assert!(e.contains("--ep-gin-type needs NCCL 2.31.2 or later headers"), "{e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "{e}");
     }
     let list = Command::new(BIN).arg("--list-impls").output().unwrap();
     assert_eq!(list.status.code(), Some(0));

@@ -4,6 +4,7 @@ use super::cli::Config;
 use super::{InPlace, Rank};
 use crate::driver::{self, Benchmark, Output, RankCtx};
 use crate::error::{Error, Result};
+use crate::gin_transport;
 use crate::harness::check::Checker;
 use crate::harness::{self, sizes, watchdog, LoopParams};
 use crate::nccl::{self, DevMem, Registration};
@@ -86,6 +87,7 @@ fn run_rank(cfg: &Config, ctx: &RankCtx, out: &mut Output) -> Result<()> {
         ctas: cfg.common.ctas,
         gin: ctx.env.gin.clone(),
         emulate_nodes: cfg.common.emulate_nodes,
+        gin_request: cfg.gin,
     };
     let mut checker = Checker::new(r.gpu, cfg.dtype.size())?;
     // Timed data is a real pattern, never zeros.
@@ -110,6 +112,10 @@ fn sweep_impls(r: &Rank, cfg: &Config, sweep: &[u64], checker: &mut Checker, out
     let n = r.boot.size() as u64;
     for (ii, info) in cfg.impls.iter().enumerate() {
         let imp = (info.make)(r)?;
+        if info.real_gin() {
+            let granted = imp.as_ref().ok().and_then(|i| i.gin_contexts());
+            gin_transport::record_granted(r.boot, &mut out.run.config, GIN, info.name, granted);
+        }
         if let Ok(imp) = &imp {
             warm_up(r, imp.as_ref(), cfg, sweep)?;
         }
@@ -345,6 +351,9 @@ fn measured(
     }
 }
 
+/// Where the JSON's config holds the GIN request, and what NCCL granted.
+const GIN: &str = "/gin";
+
 fn config_json(c: &Config) -> serde_json::Value {
     serde_json::json!({
         "local_ranks": c.common.local_ranks,
@@ -368,5 +377,21 @@ fn config_json(c: &Config) -> serde_json::Value {
         "emulate_nodes": c.common.emulate_nodes,
         "profile_size": c.profile_size,
         "require_gin": c.common.require_gin,
+        "gin": c.gin,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gin_request_and_grant_land_in_config() {
+        let argv = ["alltoall_perf", "-D", "gin", "-R", "2", "--gin-contexts", "2"];
+        let args = super::super::cli::parse(argv.map(String::from).to_vec()).unwrap();
+        let mut json = config_json(&Config::from_args(&args, String::new()).unwrap());
+        assert_eq!(json["gin"], serde_json::json!({"contexts": 2}));
+        gin_transport::record_granted(&crate::bootstrap::threads::group(1)[0], &mut json, GIN, "gin", Some(4));
+        assert_eq!(json["gin"], serde_json::json!({"contexts": 2, "granted": {"gin": 4}}));
+    }
 }

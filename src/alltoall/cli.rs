@@ -1,9 +1,10 @@
 //! `alltoall_perf` command line: nccl-tests flags with their meanings, plus ginbench's own.
 use super::registry::{self, ImplInfo};
-use crate::driver::cli::{flag01, help_footer, CommonArgs, VERSION};
+use crate::driver::cli::{flag01, help_footer, CommonArgs, GinArgs, VERSION};
 use crate::driver::Common;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
+use crate::gin_transport::GinRequest;
 use crate::harness::sizes;
 use clap::Parser;
 
@@ -51,6 +52,8 @@ pub struct Args {
     /// 1: report host enqueue (CPU) time instead of completion time
     #[arg(short = 'C', long = "report_cputime", default_value_t = 0)]
     pub report_cputime: u32,
+    #[command(flatten)]
+    pub gin: GinArgs,
 }
 
 /// Validated run configuration.
@@ -67,6 +70,8 @@ pub struct Config {
     pub impls: Vec<&'static ImplInfo>,
     pub cputime: bool,
     pub profile_size: Option<u64>,
+    /// `--gin-*`: what gin and hybrid ask of their device communicators.
+    pub gin: GinRequest,
 }
 
 impl Config {
@@ -99,6 +104,7 @@ impl Config {
                 ));
             }
         }
+        let gin = a.gin.request(impls.iter().any(|i| i.real_gin()))?;
         let profile_size = a.common.profile_size.as_deref().map(sizes::parse_size).transpose()?;
         if let Some(p) = profile_size {
             if !sweep.contains(&p) {
@@ -120,6 +126,7 @@ impl Config {
             impls,
             cputime: flag01(a.report_cputime, "-C")?,
             profile_size,
+            gin,
         })
     }
 }
@@ -172,6 +179,22 @@ mod tests {
     }
 
     #[test]
+    fn gin_flags_reach_the_gin_impls() {
+        assert_eq!(cfg(&[]).unwrap().gin, GinRequest::default());
+        let c = cfg(&["-D", "gin,hybrid", "-R", "2", "--gin-contexts", "2"]).unwrap();
+        assert_eq!(c.gin, GinRequest { contexts: Some(2), gin_type: None });
+        assert!(cfg(&["-D", "all", "-R", "2", "--gin-contexts", "8"]).is_ok(), "-D all has gin and hybrid");
+        let typed = cfg(&["-D", "hybrid", "-R", "2", "--gin-type", "efa-gda"]);
+        if crate::nccl::compat::DEV_COMM_GIN_TYPE {
+            assert_eq!(typed.unwrap().gin.gin_type, Some(crate::gin_transport::GinType::EfaGda));
+        } else {
+            let e = typed.unwrap_err();
+            assert_eq!(e.exit, Exit::Usage);
+            assert!(e.msg.contains("--gin-type needs NCCL 2.31.2 or later headers"), "{e}");
+        }
+    }
+
+    #[test]
     fn bad_input_is_a_usage_error() {
         for (args, needle) in [
             (vec!["-b", "2G", "-e", "1G"], "larger than maximum"),
@@ -189,6 +212,15 @@ mod tests {
             (vec!["-D", "gin-emu", "-R", "2"], "add --emulate-nodes"),
             (vec!["-b", "1M", "-e", "4M", "-f", "2", "--profile-size", "3M"], "not one of the sweep"),
             (vec!["-D", "hybrid-emu", "-R", "2", "--emulate-nodes", "0"], "--emulate-nodes 0"),
+            (vec!["--gin-contexts", "2"], "--gin-contexts applies to the impls on NCCL's GIN"),
+            // The emulated transports ask NCCL for no GIN.
+            (
+                vec!["-D", "gin-emu", "-R", "2", "-g", "2", "--emulate-nodes", "2", "--gin-contexts", "2"],
+                "--gin-contexts applies",
+            ),
+            (vec!["-D", "gin", "-R", "2", "--gin-contexts", "0"], "--gin-contexts 0 is not in 1..=1024"),
+            (vec!["-D", "gin", "-R", "2", "--gin-contexts", "-1"], "--gin-contexts"),
+            (vec!["-D", "gin", "-R", "2", "--gin-type", "rdma"], "rdma"),
         ] {
             let e = cfg(&args).unwrap_err();
             assert_eq!(e.exit, Exit::Usage, "{args:?}: {e}");

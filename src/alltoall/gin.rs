@@ -30,7 +30,7 @@ impl GinA2a {
         let ctas = if r.ctas > 0 { r.ctas } else { DEFAULT_CTAS };
         let mut reqs = compat::requirements();
         let n = r.boot.size();
-        let node_size = match kind.node_size(n, r.comm.lsa_size(), r.emulate_nodes, &r.gin, &mut reqs) {
+        let node_size = match kind.node_size(n, r.comm.lsa_size(), r.emulate_nodes, &r.gin, &r.gin_request, &mut reqs) {
             Ok(size) => size as i32,
             Err(why) => return Ok(Err(why)),
         };
@@ -80,5 +80,10 @@ impl Impl for GinA2a {
         b.arg(&self.dev.raw);
         unsafe { b.launch(cfg) }?;
         Ok(())
+    }
+
+    fn gin_contexts(&self) -> Option<u32> {
+        // The emulated transport (signal words of its own) asks NCCL for no GIN.
+        self.signals.is_none().then(|| self.dev.gin_context_count())
     }
 }

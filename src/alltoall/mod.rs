@@ -12,6 +12,7 @@ use crate::bootstrap::Bootstrap;
 use crate::cuda::Gpu;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
+use crate::gin_transport::GinRequest;
 use crate::nccl::{ffi, Comm, DevMem, Registration};
 
 /// One rank's resources, shared by every implementation.
@@ -29,6 +30,8 @@ pub struct Rank<'a> {
     pub gin: crate::results::Gin,
     /// `--emulate-nodes N`: virtual nodes for gin-emu / hybrid-emu.
     pub emulate_nodes: Option<usize>,
+    /// What gin and hybrid ask of their device communicators (`--gin-*`).
+    pub gin_request: GinRequest,
 }
 
 impl Rank<'_> {
@@ -78,4 +81,9 @@ pub trait Impl {
     }
 
     fn in_place(&self, bytes_per_peer: u64) -> InPlace;
+
+    /// The GIN contexts NCCL granted its device communicator (None: it does not use NCCL's GIN).
+    fn gin_contexts(&self) -> Option<u32> {
+        None
+    }
 }

@@ -83,6 +83,40 @@ pub struct CommonArgs {
     pub version: (),
 }
 
+/// A GIN request ([`crate::gin_transport::GinRequest`]) as flags `--<p>-contexts N` and
+/// `--<p>-type TYPE`; `$whose` names the device communicators they shape. alltoall_perf and
+/// ep_perf take `--gin-*` ([`GinArgs`]), interference_perf `--ep-gin-*` (its foreground's).
+macro_rules! gin_flags {
+    ($name:ident, $p:literal, $whose:literal) => {
+        #[derive(clap::Args, Debug, Clone, Default)]
+        pub struct $name {
+            #[arg(help = concat!(
+                "GIN contexts to ask for ", $whose,
+                " (ncclDevCommRequirements ginContextCount, a hint: the JSON records what NCCL granted)"
+            ))]
+            #[arg(id = concat!($p, "-contexts"), long = concat!($p, "-contexts"), value_name = "N")]
+            pub contexts: Option<u32>,
+            #[arg(help = concat!(
+                "GIN backend to ask for ", $whose, " (ncclDevCommRequirements ginType; needs NCCL >= 2.31.2 headers)"
+            ))]
+            #[arg(id = concat!($p, "-type"), long = concat!($p, "-type"), value_enum, value_name = "TYPE")]
+            pub gin_type: Option<$crate::gin_transport::GinType>,
+        }
+
+        impl $name {
+            /// The request, checked; `reaches_gin`: some impl of the run is on NCCL's GIN.
+            pub fn request(&self, reaches_gin: bool) -> $crate::error::Result<$crate::gin_transport::GinRequest> {
+                let r = $crate::gin_transport::GinRequest { contexts: self.contexts, gin_type: self.gin_type };
+                r.validate(concat!("--", $p), reaches_gin)?;
+                Ok(r)
+            }
+        }
+    };
+}
+pub(crate) use gin_flags;
+
+gin_flags!(GinArgs, "gin", "the device communicators of gin / hybrid");
+
 /// The shared settings, validated.
 #[derive(Debug, Clone)]
 pub struct Common {

@@ -10,6 +10,7 @@ use crate::bootstrap::Bootstrap;
 use crate::cuda::Gpu;
 use crate::driver::{self, Benchmark, Output, RankCtx};
 use crate::error::{Error, Result};
+use crate::gin_transport;
 use crate::harness::{self, watchdog, LoopParams};
 use crate::nccl::Comm;
 use crate::report::table;
@@ -134,8 +135,13 @@ impl State<'_> {
                         ctas: cfg.ctas,
                         max_tokens,
                         emulate_nodes: cfg.common.emulate_nodes,
+                        gin_request: cfg.gin,
                     };
                     let imp = (info.make)(&c, &env.gin)?;
+                    if info.real_gin() {
+                        let granted = imp.as_ref().ok().and_then(|i| i.gin_contexts());
+                        gin_transport::record_granted(self.boot, &mut out.run.config, GIN, name, granted);
+                    }
                     let skip = match &imp {
                         Err(why) => Some(why.clone()),
                         Ok(imp) if cfg.common.graph_launches > 0 => {
@@ -350,6 +356,9 @@ impl<'a> Phases<'a> {
     }
 }
 
+/// Where the JSON's config holds the GIN request, and what NCCL granted.
+const GIN: &str = "/gin";
+
 fn config_json(c: &Config) -> serde_json::Value {
     serde_json::json!({
         "local_ranks": c.common.local_ranks,
@@ -375,6 +384,7 @@ fn config_json(c: &Config) -> serde_json::Value {
         "run_cycles": c.common.cycles,
         "require_gin": c.common.require_gin,
         "profile_tokens": c.profile_tokens,
+        "gin": c.gin,
         "order": {
             "host": "deterministic: per source rank, per local expert, tokens in order",
             "nvl-ll": "per local expert, source ranks in order; inside one (expert, source) segment rows are in arrival order (not deterministic), checked as sets",
@@ -383,4 +393,19 @@ fn config_json(c: &Config) -> serde_json::Value {
         },
         "fp8_quantization": "LL: inside the timed dispatch; HT: before timing (HT takes FP8 input)",
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gin_request_and_grant_land_in_config() {
+        let argv = ["ep_perf", "-D", "gin", "--gin-contexts", "2"];
+        let args = super::super::cli::parse(argv.map(String::from).to_vec()).unwrap();
+        let mut json = config_json(&Config::from_args(&args, String::new()).unwrap());
+        assert_eq!(json["gin"], serde_json::json!({"contexts": 2}));
+        gin_transport::record_granted(&crate::bootstrap::threads::group(1)[0], &mut json, GIN, "gin", Some(4));
+        assert_eq!(json["gin"], serde_json::json!({"contexts": 2, "granted": {"gin": 4}}));
+    }
 }

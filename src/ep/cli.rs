@@ -3,9 +3,10 @@ use super::metrics::Mode;
 use super::registry::{self, EpImplInfo};
 use super::routing::{Generator, RoutingSpec};
 use super::shape::{self, Payload, Shape};
-use crate::driver::cli::{help_footer, list, CommonArgs, VERSION};
+use crate::driver::cli::{help_footer, list, CommonArgs, GinArgs, VERSION};
 use crate::driver::Common;
 use crate::error::{Error, Result};
+use crate::gin_transport::GinRequest;
 use crate::harness::sizes;
 use clap::Parser;
 
@@ -75,6 +76,8 @@ pub struct Args {
     /// Implementation(s), comma-separated, or `all` (see --list-impls)
     #[arg(short = 'D', long = "impl", default_value = "host,nvl")]
     pub implementation: String,
+    #[command(flatten)]
+    pub gin: GinArgs,
 }
 
 /// Default SMs for device kernels: the budget DESIGN §8 sets for EP.
@@ -97,6 +100,8 @@ pub struct Config {
     pub ctas: u32,
     /// `--profile-size`: tokens per rank whose timed loops are captured.
     pub profile_tokens: Option<usize>,
+    /// `--gin-*`: what gin and hybrid ask of their device communicators.
+    pub gin: GinRequest,
 }
 
 impl Config {
@@ -131,6 +136,7 @@ impl Config {
         let first_emu = impls.iter().find(|i| i.emulated()).map(|i| i.name);
         let common = Common::from_args(&a.common, first_emu, a.implementation.trim() == "all", command)?;
         shape.validate(common.ranks.unwrap_or(0))?;
+        let gin = a.gin.request(impls.iter().any(|i| i.real_gin()))?;
         let mut cfg = Config {
             ctas: if common.ctas == 0 { DEFAULT_CTAS } else { common.ctas },
             common,
@@ -144,6 +150,7 @@ impl Config {
             seed: a.seed,
             impls,
             profile_tokens: None,
+            gin,
         };
         let swept: Vec<usize> = cfg.modes.iter().flat_map(|&m| cfg.tokens_for(m)).collect();
         let fewest = swept.iter().copied().min().unwrap_or(1);
@@ -220,6 +227,13 @@ mod tests {
     }
 
     #[test]
+    fn gin_flags_reach_the_gin_impls() {
+        assert_eq!(cfg(&[]).unwrap().gin, GinRequest::default());
+        let c = cfg(&["-D", "nvl,hybrid", "--gin-contexts", "1"]).unwrap();
+        assert_eq!(c.gin, GinRequest { contexts: Some(1), gin_type: None });
+    }
+
+    #[test]
     fn bad_input_is_a_usage_error() {
         for (args, needle) in [
             (vec!["--mode", "fast"], "unknown mode"),
@@ -247,6 +261,8 @@ mod tests {
             (vec!["-n", "-1"], "--iters"),
             (vec!["-J", "/nonexistent/dir/x.json"], "does not exist"),
             (vec!["--profile-size", "77"], "not one of the sweep"),
+            (vec!["--gin-contexts", "4"], "--gin-contexts applies to the impls on NCCL's GIN"),
+            (vec!["-D", "gin", "--gin-contexts", "2000"], "--gin-contexts 2000 is not in 1..=1024"),
         ] {
             let e = cfg(&args).unwrap_err();
             assert_eq!(e.exit, Exit::Usage, "{args:?}: {e}");

@@ -112,7 +112,7 @@ impl Gin {
         reqs.lsaBarrierCount = 0;
         let a = c.args(c.max_tokens);
         let (l, r, k, h, t) = (a.local as usize, n, a.topk as usize, a.hidden as usize, c.max_tokens);
-        let node_size = match kind.node_size(n, c.comm.lsa_size(), c.emulate_nodes, gin, &mut reqs) {
+        let node_size = match kind.node_size(n, c.comm.lsa_size(), c.emulate_nodes, gin, &c.gin_request, &mut reqs) {
             Ok(size) => size,
             Err(why) => return Ok(Err(why)),
         };
@@ -297,6 +297,10 @@ impl EpImpl for Gin {
 
     fn sms(&self) -> Option<u32> {
         Some(self.ctas)
+    }
+
+    fn gin_contexts(&self) -> Option<u32> {
+        (!self.kind.emulated()).then(|| self.dev.gin_context_count())
     }
 
     /// Data bytes: rows (with their LL header or HT metadata), counts and NVLink flags. Signal

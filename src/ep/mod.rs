@@ -17,6 +17,7 @@ pub mod shape;
 use crate::bootstrap::Bootstrap;
 use crate::cuda::Gpu;
 use crate::error::Result;
+use crate::gin_transport::GinRequest;
 use crate::nccl::Comm;
 use device::{Args, Buf, Inputs, RowSet};
 use metrics::{Mode, Phase};
@@ -37,6 +38,8 @@ pub struct Ctx<'a> {
     pub max_tokens: usize,
     /// `--emulate-nodes N`: virtual nodes for gin-emu / hybrid-emu.
     pub emulate_nodes: Option<usize>,
+    /// What gin and hybrid ask of their device communicators (`--gin-*`).
+    pub gin_request: GinRequest,
 }
 
 impl Ctx<'_> {
@@ -80,6 +83,10 @@ pub trait EpImpl {
     fn bytes_to(&self, c: &Ctx, phase: Phase, tr: &Traffic) -> Vec<u64>;
     /// Which ranks it reaches over the network (wire class `net`); None: those on other hosts.
     fn over_network(&self, _c: &Ctx) -> Option<Vec<bool>> {
+        None
+    }
+    /// The GIN contexts NCCL granted its device communicator (None: it does not use NCCL's GIN).
+    fn gin_contexts(&self) -> Option<u32> {
         None
     }
 }

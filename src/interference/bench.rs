@@ -16,11 +16,22 @@ use crate::ep::metrics::{Mode, Phase};
 use crate::ep::reference::Layout as EpLayout;
 use crate::ep::routing::{Generator, RoutingSpec};
 use crate::error::{Error, Result};
+use crate::gin_transport;
 use crate::harness::check::Checker;
 use crate::harness::{self, sizes, stats, watchdog, LoopParams};
 use crate::nccl::{DevMem, Registration};
 use crate::report::table;
 use crate::results::{self, Env, Placement, Row, Status, Summary};
+
+/// Where the JSON's config holds the foreground's GIN request, and what NCCL granted.
+const FG_GIN: &str = "/comms/ep/gin";
+
+impl Config {
+    /// What the foreground's gin / hybrid ask of their device communicator.
+    fn fg_gin(&self) -> crate::gin_transport::GinRequest {
+        self.ep_comm.gin.unwrap_or_default()
+    }
+}
 
 impl Benchmark for Config {
     const PROG: &'static str = "interference_perf";
@@ -35,10 +46,7 @@ impl Benchmark for Config {
     }
 
     fn real_gin_impls(&self) -> Vec<&'static str> {
-        match &self.fg {
-            Foreground::Alltoall { impls, .. } => impls.iter().filter(|i| i.real_gin()).map(|i| i.name).collect(),
-            Foreground::Ep { impls, .. } => impls.iter().filter(|i| i.real_gin()).map(|i| i.name).collect(),
-        }
+        self.fg.real_gin_impls()
     }
 
     fn describe(&self, env: &Env) -> String {
@@ -56,11 +64,12 @@ impl Benchmark for Config {
         };
         let prio = |p: Option<i32>| p.map(|p| p.to_string()).unwrap_or_else(|| "default".into());
         format!(
-            "# foreground: {}; device CTAs (SMs): {}\n# background: {bg}\n# layout: {layout}\n# EP communicator: {}, stream priority {}\n# DP communicator: {}, stream priority {}\n# warmup iters: {} iters: {} validation: {} (both sides checked while overlapped)\n",
+            "# foreground: {}; device CTAs (SMs): {}\n# background: {bg}\n# layout: {layout}\n# EP communicator: {}, stream priority {}, GIN request {}\n# DP communicator: {}, stream priority {}\n# warmup iters: {} iters: {} validation: {} (both sides checked while overlapped)\n",
             describe_fg(&self.fg),
             if self.ctas == 0 { "impl default".into() } else { self.ctas.to_string() },
             self.ep_comm.nccl.describe(),
             prio(self.ep_comm.stream_priority),
+            self.fg_gin().describe(),
             self.dp_comm.nccl.describe(),
             prio(self.dp_comm.stream_priority),
             c.warmup,
@@ -419,6 +428,7 @@ impl Runner<'_> {
             ctas: self.cfg.ctas,
             gin: fg.env.gin.clone(),
             emulate_nodes: self.cfg.common.emulate_nodes,
+            gin_request: self.cfg.fg_gin(),
         };
         let checker = std::cell::RefCell::new(Checker::new(fg.gpu, elt)?);
         checker.borrow().fill(fg.gpu, r.send.ptr, bytes / elt, 0, fg.boot.rank() as u32)?;
@@ -427,6 +437,10 @@ impl Runner<'_> {
         let result = (|| -> Result<()> {
             for info in impls {
                 let imp = (info.make)(&r)?;
+                if info.real_gin() {
+                    let granted = imp.as_ref().ok().and_then(|i| i.gin_contexts());
+                    gin_transport::record_granted(self.world, &mut out.run.config, FG_GIN, info.name, granted);
+                }
                 for &size in fg_sizes {
                     let count = sizes::alltoall_count(size, elt, n);
                     // A section per foreground size: the rows' size column is the background's.
@@ -501,8 +515,13 @@ impl Runner<'_> {
                     ctas: self.cfg.ctas,
                     max_tokens,
                     emulate_nodes: self.cfg.common.emulate_nodes,
+                    gin_request: self.cfg.fg_gin(),
                 };
                 let imp = (info.make)(&c, &fg.env.gin)?;
+                if info.real_gin() {
+                    let granted = imp.as_ref().ok().and_then(|i| i.gin_contexts());
+                    gin_transport::record_granted(self.world, &mut out.run.config, FG_GIN, info.name, granted);
+                }
                 for &t in &tokens {
                     for phase in [Phase::Dispatch, Phase::Combine] {
                         let base = Row {
@@ -623,4 +642,21 @@ fn config_json(c: &Config) -> serde_json::Value {
         "gate": "time_us is the foreground's together_us (alone_us without a background)",
         "timing": "alone: the standalone benchmark's loop (events around -n iterations); together: the foreground's loop (stretched to hold whole background iterations) while the background, on its own thread and stream, covers it; overlap and the background's together time from per-iteration events",
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_foregrounds_gin_request_and_grant_land_in_config_comms() {
+        let argv =
+            ["interference_perf", "-g", "2", "--fg", "alltoall", "-D", "gin", "-R", "2", "--ep-gin-contexts", "2"];
+        let args = super::super::cli::parse(argv.map(String::from).to_vec()).unwrap();
+        let mut json = config_json(&Config::from_args(&args, String::new()).unwrap());
+        assert_eq!(json["comms"]["ep"]["gin"], serde_json::json!({"contexts": 2}));
+        assert_eq!(json["comms"]["dp"].get("gin"), None, "the background has no device communicator");
+        gin_transport::record_granted(&crate::bootstrap::threads::group(1)[0], &mut json, FG_GIN, "gin", Some(4));
+        assert_eq!(json["comms"]["ep"]["gin"], serde_json::json!({"contexts": 2, "granted": {"gin": 4}}));
+    }
 }

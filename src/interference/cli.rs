@@ -4,13 +4,14 @@
 //! knobs.
 use super::layout::Layout;
 use crate::alltoall::registry::{self as a2a, ImplInfo};
-use crate::driver::cli::{help_footer, list, CommonArgs, VERSION};
+use crate::driver::cli::{gin_flags, help_footer, list, CommonArgs, VERSION};
 use crate::driver::Common;
 use crate::dtype::Dtype;
 use crate::ep::metrics::Mode;
 use crate::ep::registry::{self as ep, EpImplInfo};
 use crate::ep::shape::{self, Payload, Shape};
 use crate::error::{Error, Result};
+use crate::gin_transport::GinRequest;
 use crate::harness::sizes;
 use crate::nccl::config::CommConfig;
 use clap::Parser;
@@ -29,6 +30,8 @@ Layout: ranks form EP groups of --ep consecutive ranks and DP groups of one rank
 rank count puts DP over every rank (e.g. --ep 4 --dp 4: both communicators over the same ranks).
 Both communicators are split from one over every rank (ncclCommSplit), each with its own
 ncclConfig_t (--ep-* / --dp-* knobs; unset knobs keep NCCL's defaults and its NCCL_* variables).
+--ep-gin-contexts / --ep-gin-type shape the device communicator of a foreground gin or hybrid
+(per process instead: NCCL_GIN_NCONTEXTS on NCCL 2.28 - 2.29, NCCL_GIN_TYPE; see README).
 
 -V sets the foreground device kernels' CTAs (= SMs; EP default 24); --dp-max-ctas bounds the CTAs of
 NCCL's kernels for the background. --profile-size takes a background size: its together window is
@@ -136,6 +139,8 @@ pub struct Args {
     #[command(flatten)]
     pub ep_knobs: EpKnobs,
     #[command(flatten)]
+    pub ep_gin: EpGinArgs,
+    #[command(flatten)]
     pub dp_knobs: DpKnobs,
 }
 
@@ -144,25 +149,25 @@ macro_rules! knobs {
     ($name:ident, $p:literal, $who:literal) => {
         #[derive(clap::Args, Debug, Clone, Default)]
         pub struct $name {
-            #[doc = concat!($who, " communicator: ncclConfig_t minCTAs")]
+            #[arg(help = concat!($who, " communicator: ncclConfig_t minCTAs"))]
             #[arg(id = concat!($p, "-min-ctas"), long = concat!($p, "-min-ctas"), value_name = "N")]
             pub min_ctas: Option<i32>,
-            #[doc = concat!($who, " communicator: ncclConfig_t maxCTAs (NCCL kernels' SM budget)")]
+            #[arg(help = concat!($who, " communicator: ncclConfig_t maxCTAs (NCCL kernels' SM budget)"))]
             #[arg(id = concat!($p, "-max-ctas"), long = concat!($p, "-max-ctas"), value_name = "N")]
             pub max_ctas: Option<i32>,
-            #[doc = concat!($who, " communicator: ncclConfig_t cgaClusterSize")]
+            #[arg(help = concat!($who, " communicator: ncclConfig_t cgaClusterSize"))]
             #[arg(id = concat!($p, "-cga-cluster-size"), long = concat!($p, "-cga-cluster-size"), value_name = "N")]
             pub cga_cluster_size: Option<i32>,
-            #[doc = concat!($who, " communicator: ncclConfig_t splitShare (1: share the parent's resources)")]
+            #[arg(help = concat!($who, " communicator: ncclConfig_t splitShare (1: share the parent's resources)"))]
             #[arg(id = concat!($p, "-split-share"), long = concat!($p, "-split-share"), value_name = "0|1")]
             pub split_share: Option<u32>,
-            #[doc = concat!($who, " communicator: ncclConfig_t netName (e.g. IB, Socket)")]
+            #[arg(help = concat!($who, " communicator: ncclConfig_t netName (e.g. IB, Socket)"))]
             #[arg(id = concat!($p, "-net-name"), long = concat!($p, "-net-name"), value_name = "NAME")]
             pub net_name: Option<String>,
-            #[doc = concat!($who, " communicator: ncclConfig_t trafficClass")]
+            #[arg(help = concat!($who, " communicator: ncclConfig_t trafficClass"))]
             #[arg(id = concat!($p, "-traffic-class"), long = concat!($p, "-traffic-class"), value_name = "TC")]
             pub traffic_class: Option<i32>,
-            #[doc = concat!($who, " stream priority (CUDA: lower is more urgent; 0 default)")]
+            #[arg(help = concat!($who, " stream priority (CUDA: lower is more urgent; 0 default)"))]
             #[arg(id = concat!($p, "-stream-priority"), long = concat!($p, "-stream-priority"), value_name = "P")]
             pub stream_priority: Option<i32>,
         }
@@ -181,13 +186,14 @@ macro_rules! knobs {
                     traffic_class: self.traffic_class,
                 };
                 nccl.validate(concat!("--", $p))?;
-                Ok(CommSpec { nccl, stream_priority: self.stream_priority })
+                Ok(CommSpec { nccl, stream_priority: self.stream_priority, gin: None })
             }
         }
     };
 }
 knobs!(EpKnobs, "ep", "EP (foreground)");
 knobs!(DpKnobs, "dp", "DP (background)");
+gin_flags!(EpGinArgs, "ep-gin", "the foreground's gin / hybrid device communicator");
 
 /// One communicator's isolation settings, as recorded in the JSON's `config.comms`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -196,6 +202,10 @@ pub struct CommSpec {
     pub nccl: CommConfig,
     /// CUDA stream priority of its stream; None: the default priority.
     pub stream_priority: Option<i32>,
+    /// What its device communicator asks of GIN (the foreground's; the background has none). The
+    /// JSON adds `granted` beside it once NCCL has answered (`gin_transport::record_granted`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gin: Option<GinRequest>,
 }
 
 /// The foreground, resolved through its benchmark's registry.
@@ -216,6 +226,16 @@ pub enum Foreground {
         payload: Payload,
         seed: u64,
     },
+}
+
+impl Foreground {
+    /// Names of its impls on NCCL's GIN.
+    pub fn real_gin_impls(&self) -> Vec<&'static str> {
+        match self {
+            Foreground::Alltoall { impls, .. } => impls.iter().filter(|i| i.real_gin()).map(|i| i.name).collect(),
+            Foreground::Ep { impls, .. } => impls.iter().filter(|i| i.real_gin()).map(|i| i.name).collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -348,6 +368,7 @@ impl Config {
                 ));
             }
         }
+        let ep_comm = CommSpec { gin: Some(a.ep_gin.request(!fg.real_gin_impls().is_empty())?), ..a.ep_knobs.spec()? };
         Ok(Config {
             common,
             fg,
@@ -356,7 +377,7 @@ impl Config {
             ep: a.ep,
             dp: a.dp,
             layout,
-            ep_comm: a.ep_knobs.spec()?,
+            ep_comm,
             dp_comm: a.dp_knobs.spec()?,
             ctas,
             profile_bg,
@@ -397,7 +418,7 @@ mod tests {
         assert_eq!(c.bg_sizes, vec![1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30]);
         assert_eq!(c.layout, Some(Layout { ranks: 4, ep: 4, dp: 1 }));
         assert_eq!(c.ctas, 24);
-        assert_eq!(c.ep_comm, CommSpec::default());
+        assert_eq!(c.ep_comm, CommSpec { gin: Some(GinRequest::default()), ..Default::default() });
     }
 
     #[test]
@@ -450,6 +471,24 @@ mod tests {
     }
 
     #[test]
+    fn gin_knobs_shape_the_foregrounds_device_communicator() {
+        let c = cfg(&["-g", "4", "--fg", "alltoall", "-D", "nvl,gin", "--ep-gin-contexts", "2"]).unwrap();
+        assert_eq!(c.ep_comm.gin, Some(GinRequest { contexts: Some(2), gin_type: None }));
+        assert_eq!(c.dp_comm.gin, None);
+        let c = cfg(&["-g", "4", "-D", "hybrid", "--ep-gin-contexts", "1"]).unwrap();
+        assert_eq!(c.ep_comm.gin.and_then(|g| g.contexts), Some(1));
+        assert_eq!(cfg(&["-g", "4"]).unwrap().ep_comm.gin, Some(GinRequest::default()));
+        let typed = cfg(&["-g", "4", "-D", "gin", "--ep-gin-type", "gdaki"]);
+        if crate::nccl::compat::DEV_COMM_GIN_TYPE {
+            assert_eq!(typed.unwrap().ep_comm.gin.and_then(|g| g.gin_type), Some(crate::gin_transport::GinType::Gdaki));
+        } else {
+            let e = typed.unwrap_err();
+            assert_eq!(e.exit, Exit::Usage);
+            assert!(e.msg.contains("--ep-gin-type needs NCCL 2.31.2 or later headers"), "{e}");
+        }
+    }
+
+    #[test]
     fn bad_input_is_one_line_and_exit_6() {
         for (args, needle) in [
             (vec!["-g", "4", "--ep", "3"], "--ep 3 does not divide the 4 ranks"),
@@ -478,6 +517,11 @@ mod tests {
             (vec!["--ep", "-1"], "--ep"),
             (vec!["-J", "/nonexistent/dir/x.json"], "does not exist"),
             (vec!["-D", "gin-emu"], "--emulate-nodes"),
+            (vec!["--ep-gin-contexts", "2"], "--ep-gin-contexts applies to the impls on NCCL's GIN"),
+            (vec!["--fg", "alltoall", "-D", "nvl,host", "--ep-gin-contexts", "2"], "--ep-gin-contexts applies"),
+            (vec!["-D", "gin", "--ep-gin-contexts", "0"], "--ep-gin-contexts 0 is not in 1..=1024"),
+            // The background runs NCCL's collectives: no device communicator, no GIN knobs.
+            (vec!["-D", "gin", "--dp-gin-contexts", "2"], "--dp-gin-contexts"),
         ] {
             let e = cfg(&args).unwrap_err();
             assert_eq!(e.exit, Exit::Usage, "{args:?}: {e}");

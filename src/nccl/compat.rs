@@ -7,11 +7,15 @@
 //! - ≥ 2.29.7: `ginConnectionType` (FULL) replaces `ginForceEnable`.
 //! - ≥ 2.30.5: strong and VA signals are required unless waived; the protocols use neither, and
 //!   EFA's GIN backends have neither, so they are waived.
+//! - ≥ 2.31.2: `ginType` lets a device communicator pick its GIN backend.
+//! - Every generation takes `ginContextCount` as a hint only (2.28 ignores it); `ncclDevComm`'s
+//!   own `ginContextCount` (a `uint8_t` up to 2.29.3, `uint32_t` after) is what NCCL granted.
 //!
 //! The initializers' bytes come from src/nccl/initializers.cu, built and run by build.rs against
 //! the same headers, so no default is copied here by hand.
 use super::{ffi, lib, Comm};
 use crate::error::Result;
+use crate::gin_transport::GinRequest;
 use crate::results::{Gin, GinKind};
 
 mod init {
@@ -23,6 +27,16 @@ const _: () = assert!(std::mem::size_of::<ffi::ncclDevCommRequirements>() == ini
 const _: () = assert!(std::mem::size_of::<ffi::ncclCommProperties>() == init::COMM_PROPERTIES.len());
 
 const _: () = assert!(std::mem::size_of::<ffi::ncclConfig_t>() == init::CONFIG.len());
+
+const _: () = {
+    let (offset, size) = init::DEV_COMM_GIN_CONTEXT_COUNT;
+    assert!((size == 1 || size == 4) && offset + size <= std::mem::size_of::<ffi::ncclDevComm>());
+};
+
+/// Headers of this build let a device communicator choose its GIN backend (`ginType`).
+pub const DEV_COMM_GIN_TYPE: bool = cfg!(nccl_dev_comm_gin_type);
+/// The first NCCL release that has `ginType`, for the message when older headers are asked for it.
+pub const DEV_COMM_GIN_TYPE_SINCE: &str = env!("GINBENCH_NCCL_DEV_COMM_GIN_TYPE_SINCE");
 
 /// `NCCL_CONFIG_INITIALIZER` (every generation has one; its fields differ: 2.28 ends at
 /// `nvlinkCentricSched`, 2.31 adds RMA / graph fields. ginbench sets only fields both have).
@@ -37,8 +51,18 @@ pub fn requirements() -> ffi::ncclDevCommRequirements {
     unsafe { std::ptr::read_unaligned(init::DEV_COMM_REQUIREMENTS.as_ptr().cast()) }
 }
 
-/// Ask for GIN connections to every rank (weak, non-VA signals are all the protocols use).
-pub fn request_gin(r: &mut ffi::ncclDevCommRequirements) {
+/// Ask for GIN connections to every rank (weak, non-VA signals are all the protocols use), with
+/// the contexts and backend `want` names (unset: NCCL's defaults). The context count is a hint:
+/// [`DevComm::gin_context_count`] says what NCCL granted.
+pub fn request_gin(r: &mut ffi::ncclDevCommRequirements, want: &GinRequest) {
+    if let Some(n) = want.contexts {
+        r.ginContextCount = n as i32;
+    }
+    // The command line refuses a backend when the headers cannot ask for one (DEV_COMM_GIN_TYPE).
+    #[cfg(nccl_dev_comm_gin_type)]
+    if let Some(t) = want.gin_type {
+        r.ginType = ffi::ncclGinType_t(t.nccl_type() as _);
+    }
     #[cfg(nccl_gin_signal_requirements)]
     {
         r.ginStrongSignalsRequired = false;
@@ -69,6 +93,28 @@ impl DevComm {
         let mut raw: ffi::ncclDevComm = unsafe { std::mem::zeroed() };
         comm.check(unsafe { lib().ncclDevCommCreate(comm.raw(), reqs, &mut raw) }, "ncclDevCommCreate")?;
         Ok(DevComm { raw, comm: comm.raw() })
+    }
+
+    /// The GIN contexts NCCL gave this device communicator (0 without GIN). Kernels must use
+    /// contexts below it: the request was only a hint.
+    pub fn gin_context_count(&self) -> u32 {
+        gin_context_count(&self.raw)
+    }
+}
+
+/// `ncclDevComm::ginContextCount`, from its offset and width in these headers (the struct is
+/// opaque to bindgen).
+fn gin_context_count(raw: &ffi::ncclDevComm) -> u32 {
+    let (offset, size) = init::DEV_COMM_GIN_CONTEXT_COUNT;
+    // SAFETY: the field lies inside the struct (asserted above at compile time); read unaligned
+    // in case the opaque type's alignment differs from the header's.
+    unsafe {
+        let p = (raw as *const ffi::ncclDevComm).cast::<u8>().add(offset);
+        if size == 1 {
+            *p as u32
+        } else {
+            p.cast::<u32>().read_unaligned()
+        }
     }
 }
 
@@ -116,7 +162,7 @@ pub fn probe_gin(comm: &Comm) -> Gin {
 #[cfg(not(nccl_versioned_structs))]
 pub fn probe_gin(comm: &Comm) -> Gin {
     let mut reqs = requirements();
-    request_gin(&mut reqs);
+    request_gin(&mut reqs, &GinRequest::default());
     reqs.ginSignalCount = 1;
     match DevComm::create(comm, &reqs) {
         Ok(_dc) => Gin {
@@ -149,13 +195,47 @@ mod tests {
             assert_eq!(r.magic, 0xcafebeef);
             assert_eq!(r.version, crate::nccl::header_version());
         }
-        request_gin(&mut r);
+        let nccl_default = r.ginContextCount;
+        request_gin(&mut r, &GinRequest::default());
+        assert_eq!(r.ginContextCount, nccl_default, "no request keeps NCCL's default");
         #[cfg(nccl_gin_connection_type)]
         assert_eq!(r.ginConnectionType, ffi::ncclGinConnectionType_t::NCCL_GIN_CONNECTION_FULL);
         #[cfg(not(nccl_gin_connection_type))]
         assert!(r.ginForceEnable);
         #[cfg(nccl_gin_signal_requirements)]
         assert!(!r.ginStrongSignalsRequired && !r.ginVaSignalsRequired);
+    }
+
+    #[test]
+    fn a_gin_request_reaches_the_requirements() {
+        let mut r = requirements();
+        let gin_type = DEV_COMM_GIN_TYPE.then_some(crate::gin_transport::GinType::Gdaki);
+        request_gin(&mut r, &GinRequest { contexts: Some(2), gin_type });
+        assert_eq!(r.ginContextCount, 2);
+        #[cfg(nccl_dev_comm_gin_type)]
+        assert_eq!(r.ginType.0, 3, "NCCL_GIN_TYPE_GDAKI");
+    }
+
+    #[test]
+    fn the_granted_context_count_is_read_at_its_offset_and_width() {
+        let (offset, size) = init::DEV_COMM_GIN_CONTEXT_COUNT;
+        // 2.29.7 widened it from uint8_t, with the connection types.
+        assert_eq!(size, if cfg!(nccl_gin_connection_type) { 4 } else { 1 });
+        // Every other byte set: a read too wide or misplaced shows.
+        let mut raw: ffi::ncclDevComm = unsafe { std::mem::zeroed() };
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(
+                (&mut raw as *mut ffi::ncclDevComm).cast::<u8>(),
+                std::mem::size_of_val(&raw),
+            )
+        };
+        bytes.fill(0xff);
+        if size == 1 {
+            bytes[offset] = 3;
+        } else {
+            bytes[offset..offset + 4].copy_from_slice(&3u32.to_ne_bytes());
+        }
+        assert_eq!(gin_context_count(&raw), 3);
     }
 
     #[test]

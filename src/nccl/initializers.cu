@@ -4,6 +4,7 @@
 // does); ncclConfig_t has its initializer in every generation.
 #include <nccl.h>
 #include <nccl_device.h>
+#include <stddef.h>
 #include <stdio.h>
 
 static void dump(const char* name, const void* p, size_t n) {
@@ -26,6 +27,10 @@ static ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
 int main() {
   dump("DEV_COMM_REQUIREMENTS", &reqs, sizeof reqs);
   dump("CONFIG", &config, sizeof config);
+  // ncclDevComm is opaque to the Rust side; the GIN context count NCCL granted is read back from
+  // it (uint8_t up to 2.29.3, uint32_t from 2.29.7 on).
+  printf("pub const DEV_COMM_GIN_CONTEXT_COUNT: (usize, usize) = (%zu, %zu);\n",
+         offsetof(ncclDevComm, ginContextCount), sizeof(((ncclDevComm*)0)->ginContextCount));
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 2)
   dump("COMM_PROPERTIES", &props, sizeof props);
 #endif

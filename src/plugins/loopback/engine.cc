@@ -36,11 +36,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <mutex>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "engine.h"

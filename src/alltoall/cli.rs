@@ -86,23 +86,10 @@ impl Config {
         if a.agg_iters == 0 {
             return Err(Error::usage("-m must be at least 1", "e.g. -m 1"));
         }
-        if a.local_register > 2 {
-            return Err(Error::usage(
-                format!("-R {} is not 0, 1 or 2", a.local_register),
-                "-R 0 none, 1 ncclCommRegister, 2 symmetric window",
-            ));
-        }
+        registry::check_registration(a.local_register, &impls)?;
         let blocking = flag01(a.blocking, "-z")?;
         if blocking && common.graph_launches > 0 {
             return Err(Error::usage("-z 1 cannot be combined with -G", "drop one of them"));
-        }
-        if a.local_register != 2 {
-            if let Some(i) = impls.iter().find(|i| i.needs_window) {
-                return Err(Error::usage(
-                    format!("implementation '{}' (-D {}) runs on symmetric windows", i.name, i.id),
-                    "add -R 2",
-                ));
-            }
         }
         let gin = a.gin.request(impls.iter().any(|i| i.real_gin()))?;
         let profile_size = a.common.profile_size.as_deref().map(sizes::parse_size).transpose()?;

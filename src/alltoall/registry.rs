@@ -133,6 +133,25 @@ pub const IMPLS: &[ImplInfo] = &[
 ];
 
 /// Resolve a `-D` value: comma-separated numbers or names, or `all`.
+/// `-R`: 0 none, 1 ncclCommRegister, 2 symmetric window, which impls on windows need.
+pub fn check_registration(register: u32, impls: &[&ImplInfo]) -> Result<()> {
+    if register > 2 {
+        return Err(Error::usage(
+            format!("-R {register} is not 0, 1 or 2"),
+            "-R 0 none, 1 ncclCommRegister, 2 symmetric window",
+        ));
+    }
+    if register != 2 {
+        if let Some(i) = impls.iter().find(|i| i.needs_window) {
+            return Err(Error::usage(
+                format!("implementation '{}' (-D {}) runs on symmetric windows", i.name, i.id),
+                "add -R 2",
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub fn resolve(spec: &str) -> Result<Vec<&'static ImplInfo>> {
     if spec.trim() == "all" {
         return Ok(IMPLS.iter().collect());

@@ -106,25 +106,13 @@ pub struct Config {
 
 impl Config {
     pub fn from_args(a: &Args, command: String) -> Result<Config> {
-        let modes = list(&a.mode, "mode", |s| match s {
-            "ll" => Ok(Mode::Ll),
-            "ht" => Ok(Mode::Ht),
-            _ => Err(Error::usage(format!("unknown mode '{s}'"), "use ll, ht or ll,ht")),
-        })?;
-        let p = shape::preset(&a.preset)?;
-        let shape = Shape {
-            hidden: a.hidden.unwrap_or(p.hidden),
-            topk: a.topk.unwrap_or(p.topk),
-            experts: a.experts.unwrap_or(p.experts),
-        };
+        let modes = list(&a.mode, "mode", Mode::parse)?;
+        let shape = shape::resolve(&a.preset, a.hidden, a.topk, a.experts)?;
         let step = sizes::parse_size(&a.step)?;
         let min = a.min_tokens.as_deref().or(a.max_tokens.as_deref()).map(sizes::parse_size).transpose()?;
         let max = a.max_tokens.as_deref().map(sizes::parse_size).transpose()?.or(min);
-        if let Some(t) = min.into_iter().chain(max).find(|&t| t == 0 || t as usize > shape::MAX_TOKENS) {
-            return Err(Error::usage(
-                format!("tokens per rank {t} is not in 1..={}", shape::MAX_TOKENS),
-                "e.g. -b 1 -e 256",
-            ));
+        for t in min.into_iter().chain(max) {
+            shape::check_tokens(t, "e.g. -b 1 -e 256")?;
         }
         // The step is checked even when the sweep has one point, so `-f 0` is never accepted.
         let sweep = sizes::sweep(min.unwrap_or(1), max.unwrap_or(1), a.stepfactor, step, "-i 1")?;

@@ -10,6 +10,13 @@ pub enum Mode {
 }
 
 impl Mode {
+    pub fn parse(s: &str) -> crate::error::Result<Mode> {
+        match s {
+            "ll" => Ok(Mode::Ll),
+            "ht" => Ok(Mode::Ht),
+            _ => Err(crate::error::Error::usage(format!("unknown mode '{s}'"), "use ll, ht or ll,ht")),
+        }
+    }
     pub fn name(self) -> &'static str {
         match self {
             Mode::Ll => "ll",

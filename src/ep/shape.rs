@@ -23,6 +23,24 @@ pub fn preset(name: &str) -> Result<Shape> {
     })
 }
 
+/// The preset with `--hidden` / `--topk` / `--experts` overrides applied.
+pub fn resolve(preset_name: &str, hidden: Option<usize>, topk: Option<usize>, experts: Option<usize>) -> Result<Shape> {
+    let p = preset(preset_name)?;
+    Ok(Shape {
+        hidden: hidden.unwrap_or(p.hidden),
+        topk: topk.unwrap_or(p.topk),
+        experts: experts.unwrap_or(p.experts),
+    })
+}
+
+/// Tokens per rank must fit the descriptor (`MAX_TOKENS`); `example` is the fix shown.
+pub fn check_tokens(t: u64, example: &str) -> Result<usize> {
+    if t == 0 || t as usize > MAX_TOKENS {
+        return Err(Error::usage(format!("tokens per rank {t} is not in 1..={MAX_TOKENS}"), example));
+    }
+    Ok(t as usize)
+}
+
 /// Dispatch payload: BF16 rows, or FP8 e4m3 with one f32 scale per 128 channels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Payload {

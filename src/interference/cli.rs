@@ -270,17 +270,7 @@ impl Config {
                         "give alltoall bytes per rank, e.g. --size 2M,128M",
                     ));
                 }
-                if a.local_register > 2 {
-                    return Err(Error::usage(format!("-R {} is not 0, 1 or 2", a.local_register), "-R 0, 1 or 2"));
-                }
-                if a.local_register != 2 {
-                    if let Some(i) = impls.iter().find(|i| i.needs_window) {
-                        return Err(Error::usage(
-                            format!("implementation '{}' runs on symmetric windows", i.name),
-                            "add -R 2",
-                        ));
-                    }
-                }
+                a2a::check_registration(a.local_register, &impls)?;
                 let emu = impls.iter().find(|i| i.emulated()).map(|i| i.name);
                 (
                     Foreground::Alltoall { impls, sizes, dtype, register: a.local_register },
@@ -290,32 +280,12 @@ impl Config {
             }
             FgKind::Ep => {
                 let impls = ep::resolve(&a.implementation)?;
-                let modes = list(&a.mode, "mode", |s| match s {
-                    "ll" => Ok(Mode::Ll),
-                    "ht" => Ok(Mode::Ht),
-                    _ => Err(Error::usage(format!("unknown mode '{s}'"), "use ll, ht or ll,ht")),
-                })?;
-                let p = shape::preset(&a.preset)?;
-                let shape = Shape {
-                    hidden: a.hidden.unwrap_or(p.hidden),
-                    topk: a.topk.unwrap_or(p.topk),
-                    experts: a.experts.unwrap_or(p.experts),
-                };
+                let modes = list(&a.mode, "mode", Mode::parse)?;
+                let shape = shape::resolve(&a.preset, a.hidden, a.topk, a.experts)?;
                 let tokens = a
                     .tokens
                     .as_deref()
-                    .map(|t| {
-                        list(t, "tokens", |s| {
-                            let v = sizes::parse_size(s)?;
-                            if v == 0 || v as usize > shape::MAX_TOKENS {
-                                return Err(Error::usage(
-                                    format!("tokens per rank {v} is not in 1..={}", shape::MAX_TOKENS),
-                                    "e.g. --tokens 128",
-                                ));
-                            }
-                            Ok(v as usize)
-                        })
-                    })
+                    .map(|t| list(t, "tokens", |s| shape::check_tokens(sizes::parse_size(s)?, "e.g. --tokens 128")))
                     .transpose()?;
                 let payload = Payload::parse(a.datatype.as_deref().unwrap_or("bf16"))?;
                 let emu = impls.iter().find(|i| i.emulated()).map(|i| i.name);

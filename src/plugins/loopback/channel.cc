@@ -57,14 +57,22 @@ static socklen_t fillAddress(const SocketName& name, sockaddr_un* addr) {
 
 static const char* printable(const SocketName& name) { return name.bytes + 1; }
 
-int listenOn(int type, const SocketName& name) {
+// A non-blocking socket of `type` and `name`'s address; -1 (logged) on failure.
+static int openSocket(int type, const SocketName& name, sockaddr_un* addr, socklen_t* len) {
   int fd = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     fail(kSystemError, "socket(AF_UNIX) failed: %s", strerror(errno));
     return -1;
   }
+  *len = fillAddress(name, addr);
+  return fd;
+}
+
+int listenOn(int type, const SocketName& name) {
   sockaddr_un addr;
-  socklen_t len = fillAddress(name, &addr);
+  socklen_t len = 0;
+  int fd = openSocket(type, name, &addr, &len);
+  if (fd < 0) return -1;
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(fd, SOMAXCONN) != 0) {
     fail(kSystemError, "cannot listen on @%s: %s", printable(name), strerror(errno));
     close(fd);
@@ -75,13 +83,10 @@ int listenOn(int type, const SocketName& name) {
 
 int connectTo(int type, const SocketName& name, bool* retry) {
   *retry = false;
-  int fd = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    fail(kSystemError, "socket(AF_UNIX) failed: %s", strerror(errno));
-    return -1;
-  }
   sockaddr_un addr;
-  socklen_t len = fillAddress(name, &addr);
+  socklen_t len = 0;
+  int fd = openSocket(type, name, &addr, &len);
+  if (fd < 0) return -1;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), len) == 0) return fd;
   int err = errno;
   close(fd);

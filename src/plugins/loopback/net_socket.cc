@@ -79,6 +79,16 @@ struct Comm {
 
 const char* side(const Comm& c) { return c.send ? "send" : "receive"; }
 
+// A connection on `fd` (connected, greeted), tracked as live.
+Comm* newComm(int fd, bool send, int peerPid) {
+  Comm* c = new Comm;
+  c->fd = fd;
+  c->send = send;
+  c->peerPid = peerPid;
+  track(c, Kind::NetComm);
+  return c;
+}
+
 Comm* liveComm(void* p, const char* what) {
   if (!isLive(p, Kind::NetComm)) {
     fail(kInvalidArgument, "net %s: %p is not an open net connection", what, p);
@@ -252,12 +262,7 @@ Result connect(int dev, void* handle, void** sendComm) {
     close(fd);
     return fail(kRemoteError, "net connect: greeting pid %d failed: %s", h.pid, strerror(err));
   }
-  Comm* c = new Comm;
-  c->fd = fd;
-  c->send = true;
-  c->peerPid = h.pid;
-  track(c, Kind::NetComm);
-  *sendComm = c;
+  *sendComm = newComm(fd, /*send=*/true, h.pid);
   return kSuccess;
 }
 
@@ -288,12 +293,7 @@ Result accept(void* listenComm, void** recvComm) {
     close(fd);
     return fail(kRemoteError, "net accept: a connection did not introduce itself (got %zu bytes)", got);
   }
-  Comm* c = new Comm;
-  c->fd = fd;
-  c->send = false;
-  c->peerPid = hello.pid;
-  track(c, Kind::NetComm);
-  *recvComm = c;
+  *recvComm = newComm(fd, /*send=*/false, hello.pid);
   return kSuccess;
 }
 

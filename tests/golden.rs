@@ -4,7 +4,9 @@
 use ginbench::report::schema::*;
 use ginbench::report::{csv, json, table};
 use std::collections::BTreeMap;
-use std::path::Path;
+
+mod common;
+use common::golden;
 
 fn row(impl_name: &str, size: u64, placement: Placement, time: Option<f64>, wrong: Option<u64>, status: Status) -> Row {
     let n = 4.0;
@@ -89,16 +91,6 @@ fn sample() -> Run {
         summary: Some(Summary::of(&rows)),
         rows,
     }
-}
-
-fn golden(name: &str, got: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
-    if std::env::var_os("GINBENCH_BLESS").is_some() {
-        std::fs::write(&path, got).unwrap();
-    }
-    let want = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (GINBENCH_BLESS=1 writes it)", path.display()));
-    assert_eq!(got, want, "{name} differs from its golden file");
 }
 
 fn render_table(run: &Run, style: table::Style) -> String {

@@ -4,11 +4,10 @@ use ginbench::report::compare::{self, Verdict};
 use ginbench::report::schema::*;
 use ginbench::report::sidebyside::{self, Labeled};
 use ginbench::report::{csv, json, table};
-use std::path::Path;
 use std::process::Command;
 
 mod common;
-use common::{interference_row, interference_run};
+use common::{golden, interference_row, interference_run};
 
 const BIN: &str = env!("CARGO_BIN_EXE_interference_perf");
 const GB: &str = env!("CARGO_BIN_EXE_ginbench");
@@ -40,16 +39,6 @@ fn sample() -> Run {
     let mut r = interference_run(rows);
     r.summary = Some(Summary::of(&r.rows));
     r
-}
-
-fn golden(name: &str, got: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
-    if std::env::var_os("GINBENCH_BLESS").is_some() {
-        std::fs::write(&path, got).unwrap();
-    }
-    let want = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (GINBENCH_BLESS=1 writes it)", path.display()));
-    assert_eq!(got, want, "{name} differs from its golden file");
 }
 
 #[test]

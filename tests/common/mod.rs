@@ -145,3 +145,15 @@ pub fn interference_row(bg_size: u64, fg: (f64, f64), bg: (f64, f64), cycle: u32
 pub fn interference_run(rows: Vec<Row>) -> Run {
     Run { benchmark: "interference".into(), command: "interference_perf".into(), ..run(rows) }
 }
+
+/// Compares `got` with tests/golden/`name`; GINBENCH_BLESS=1 writes the file instead.
+#[allow(dead_code)]
+pub fn golden(name: &str, got: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    if std::env::var_os("GINBENCH_BLESS").is_some() {
+        std::fs::write(&path, got).unwrap();
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (GINBENCH_BLESS=1 writes it)", path.display()));
+    assert_eq!(got, want, "{name} differs from its golden file");
+}

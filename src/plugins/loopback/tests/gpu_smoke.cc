@@ -267,18 +267,35 @@ static void registerWindows(Rank& rk) {
         "regMrSym source");
 }
 
+// Launches the waiting kernel on every SM of rank `rk`: it waits until its signal word reaches
+// `target`, then checks each of the `n` senders' slots (result word at sig + 64).
+static void launchWait(Rank& rk, uint64_t target, int n, unsigned long long timeoutNs) {
+  CUdeviceptr result = rk.sig.ptr + 64;
+  unsigned nslots = static_cast<unsigned>(n);
+  unsigned long long slot = kSlot;
+  void* args[] = {&rk.sig.ptr, &target, &rk.win.ptr, &nslots, &slot, &result, &timeoutNs};
+  CU(p_cuLaunchKernel(rk.wait, rk.blocks, 1, 1, 1024, 1, 1, 0, rk.kernelStream, args, nullptr));
+}
+
+// After the waiting kernel ended: its verdict and the signal word it saw (true: both right).
+static bool checkWait(Rank& rk, int r, uint64_t target, const char* what) {
+  uint32_t res = 0;
+  uint64_t word = 0;
+  CU(p_cuMemcpyDtoH(&res, rk.sig.ptr + 64, 4));
+  CU(p_cuMemcpyDtoH(&word, rk.sig.ptr, 8));
+  CHECK(res == 1, "%s: rank %d: kernel result %u (2: data not visible with the signal, 3: timed out)", what, r, res);
+  CHECK(word == target, "%s: rank %d: signal word %lu, expected %lu", what, r, static_cast<unsigned long>(word),
+        static_cast<unsigned long>(target));
+  return res == 1 && word == target;
+}
+
 // One round on rank r: spin kernel on every SM, puts + signals from a context-less thread, check.
 static void round(Rank& rk, int r, int n, Barrier& b, uint64_t target, const char* label) {
   CU(p_cuCtxSetCurrent(rk.ctx));
   CU(p_cuMemsetD32Async(rk.sig.ptr + 64, 0, 1, rk.aux));  // result word
   CU(p_cuStreamSynchronize(rk.aux));
-  CUdeviceptr result = rk.sig.ptr + 64;
-  unsigned nslots = static_cast<unsigned>(n);
-  unsigned long long timeoutNs = 10ull * 1000 * 1000 * 1000;
-  unsigned long long slot = kSlot;
-  void* args[] = {&rk.sig.ptr, &target, &rk.win.ptr, &nslots, &slot, &result, &timeoutNs};
   // A blocking stream: the legacy default stream, and anything on it, now queues behind this.
-  CU(p_cuLaunchKernel(rk.wait, rk.blocks, 1, 1, 1024, 1, 1, 0, rk.kernelStream, args, nullptr));
+  launchWait(rk, target, n, 10ull * 1000 * 1000 * 1000);
   b.wait();  // every GPU is full
   bool ok = true;
   std::thread proxy([&] {  // no CUDA context on this thread, as in NCCL's GIN progress thread
@@ -302,20 +319,14 @@ static void round(Rank& rk, int r, int n, Barrier& b, uint64_t target, const cha
   while (p_cuStreamQuery(rk.kernelStream) == CUDA_ERROR_NOT_READY && Clock::now() < deadline) sched_yield();
   CU(p_cuStreamSynchronize(rk.kernelStream));
   b.wait();  // every rank's puts are done
-  uint32_t res = 0;
-  uint64_t word = 0;
-  CU(p_cuMemcpyDtoH(&res, result, 4));
-  CU(p_cuMemcpyDtoH(&word, rk.sig.ptr, 8));
-  CHECK(res == 1, "%s: rank %d: kernel result %u (2: data not visible with the signal, 3: timed out)", label, r, res);
-  CHECK(word == target, "%s: rank %d: signal word %lu, expected %lu", label, r, static_cast<unsigned long>(word),
-        static_cast<unsigned long>(target));
+  bool waited = checkWait(rk, r, target, label);
   std::vector<uint64_t> tail(n);
   CU(p_cuMemcpyDtoH(tail.data(), rk.win.ptr + n * kSlot, n * 8));
   for (int s = 0; s < n; s++) {
     CHECK(tail[s] == (0xabc0000000000000ull | static_cast<uint64_t>(s * 16 + r)), "%s: rank %d: inline from %d",
           label, r, s);
   }
-  printf("gpu-smoke: %s: rank %d ok=%d\n", label, r, res == 1 && word == target);
+  printf("gpu-smoke: %s: rank %d ok=%d\n", label, r, waited);
 }
 
 static void connectAndRegister(Rank& rk, int r, int n, std::vector<char>& handles, std::vector<void*>& ptrs,
@@ -596,12 +607,7 @@ static int processChild(const char* lib, int coord, int r, int n) {
     // The kernel fills every SM and waits for n signals; the owner's ginProgress applies the
     // messages from the other processes, so the proxy thread keeps progressing until it ends.
     uint64_t target = static_cast<uint64_t>(n);
-    CUdeviceptr result = rk.sig.ptr + 64;
-    unsigned nslots = static_cast<unsigned>(n);
-    unsigned long long timeoutNs = 20ull * 1000 * 1000 * 1000;
-    unsigned long long slot = kSlot;
-    void* args[] = {&rk.sig.ptr, &target, &rk.win.ptr, &nslots, &slot, &result, &timeoutNs};
-    CU(p_cuLaunchKernel(rk.wait, rk.blocks, 1, 1, 1024, 1, 1, 0, rk.kernelStream, args, nullptr));
+    launchWait(rk, target, n, 20ull * 1000 * 1000 * 1000);
     if (!barrier()) return 1;
     bool ok = true;
     std::thread proxy([&] {  // no CUDA context, as NCCL's GIN progress thread
@@ -635,14 +641,9 @@ static int processChild(const char* lib, int coord, int r, int n) {
     proxy.join();
     CHECK(ok, "pass %d: rank %d: plugin calls failed or did not complete", pass, r);
     CU(p_cuStreamSynchronize(rk.kernelStream));
-    uint32_t res = 0;
-    uint64_t word = 0;
-    CU(p_cuMemcpyDtoH(&res, result, 4));
-    CU(p_cuMemcpyDtoH(&word, rk.sig.ptr, 8));
-    CHECK(res == 1, "pass %d: rank %d: kernel result %u (2: data not visible with the signal, 3: timed out)", pass, r,
-          res);
-    CHECK(word == target, "pass %d: rank %d: signal word %lu, expected %lu", pass, r,
-          static_cast<unsigned long>(word), static_cast<unsigned long>(target));
+    char what[32];
+    snprintf(what, sizeof what, "pass %d", pass);
+    checkWait(rk, r, target, what);
     // Every rank's puts are done before anyone checks the inline values or closes.
     if (!barrier()) return 1;
     std::vector<uint64_t> tail(n);

@@ -32,7 +32,7 @@ struct CudaTimeline final : Timeline {
     // Best effort at teardown: the engine drains a timeline before dropping it.
     ScopedContext keep(api);
     if (api->ctxSetCurrent(ctx) != cu::kOk) return;
-    for (auto& e : inflight) api->eventDestroy(e.second);
+    for (auto& e : inflight) api->eventDestroy(e.event);
     for (auto e : spare) api->eventDestroy(e);
     if (stream != nullptr) api->streamDestroy(stream);
     if (staging != nullptr) api->memFreeHost(staging);
@@ -40,8 +40,13 @@ struct CudaTimeline final : Timeline {
   const cu::Api* api;
   cu::Context ctx;
   cu::Stream stream = nullptr;
-  std::deque<std::pair<uint64_t, cu::Event>> inflight;  // (ticket, event recorded after it)
-  std::deque<std::pair<const char*, size_t>> inflightWhat;  // beside inflight: kind, bytes
+  struct InFlight {
+    uint64_t ticket;
+    cu::Event event;   // recorded after the work
+    const char* what;  // for oldestPending()
+    size_t bytes;
+  };
+  std::deque<InFlight> inflight;
   void* staging = nullptr;  // pinned, for copies bounced through the host
   std::vector<cu::Event> spare;
   uint64_t completed = 0;
@@ -163,10 +168,10 @@ class CudaMover final : public Mover {
     uint64_t done = 0;
     if (Result r = poll(source, &done); r != kSuccess) return r;
     if (done >= ticket) return kSuccess;
-    if (source.inflight.empty() || ticket < source.inflight.front().first || ticket > source.issued) {
+    if (source.inflight.empty() || ticket < source.inflight.front().ticket || ticket > source.issued) {
       return fail(kInternalError, "ordering on an unknown ticket %lu", static_cast<unsigned long>(ticket));
     }
-    cu::Event ev = source.inflight[ticket - source.inflight.front().first].second;
+    cu::Event ev = source.inflight[ticket - source.inflight.front().ticket].event;
     if (Result r = cu::makeCurrent(waiter.ctx); r != kSuccess) return r;
     // Cross-device waits are allowed: the event may belong to another context.
     return cu::check(api_->streamWaitEvent(waiter.stream, ev, 0), "cuStreamWaitEvent");
@@ -178,13 +183,12 @@ class CudaMover final : public Mover {
       if (Result r = cu::makeCurrent(t.ctx); r != kSuccess) return r;
     }
     while (!t.inflight.empty()) {
-      cu::Status s = api_->eventQuery(t.inflight.front().second);
+      cu::Status s = api_->eventQuery(t.inflight.front().event);
       if (s == cu::kNotReady) break;
       if (s != cu::kOk) return cu::check(s, "cuEventQuery");
-      t.completed = t.inflight.front().first;
-      t.spare.push_back(t.inflight.front().second);
+      t.completed = t.inflight.front().ticket;
+      t.spare.push_back(t.inflight.front().event);
       t.inflight.pop_front();
-      t.inflightWhat.pop_front();
     }
     *completed = t.completed;
     t.completedHint.store(t.completed, std::memory_order_release);
@@ -196,8 +200,8 @@ class CudaMover final : public Mover {
     if (t.inflight.empty()) return {};
     char buf[128];
     snprintf(buf, sizeof buf, "oldest pending: #%llu %s of %zu B on device %d (%zu in flight)",
-             static_cast<unsigned long long>(t.inflight.front().first), t.inflightWhat.front().first,
-             t.inflightWhat.front().second, t.device, t.inflight.size());
+             static_cast<unsigned long long>(t.inflight.front().ticket), t.inflight.front().what,
+             t.inflight.front().bytes, t.device, t.inflight.size());
     return buf;
   }
 
@@ -216,8 +220,7 @@ class CudaMover final : public Mover {
       return r;
     }
     *ticket = ++t.issued;
-    t.inflight.emplace_back(*ticket, ev);
-    t.inflightWhat.emplace_back(what, bytes);
+    t.inflight.push_back({*ticket, ev, what, bytes});
     return kSuccess;
   }
 

@@ -362,6 +362,9 @@ static int processesMain(const char* lib, int nprocs);
 static int processChild(const char* lib, int coord, int rank, int nprocs);
 
 int main(int argc, char** argv) {
+  // As the plugin asks of every GIN program: enough hardware queues that its streams never wait
+  // behind the spinning kernel (before CUDA starts; children inherit it).
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   if (argc >= 3 && strcmp(argv[2], "--processes") == 0) {
     int nprocs = argc >= 4 ? atoi(argv[3]) : 2;
     if (nprocs < 2 || nprocs > 8) {

@@ -66,7 +66,7 @@ fn help_lists_every_flag_and_exit_codes() {
     assert!(h.contains("Exit codes"));
     let o = run(A2A, &["--list-impls"], &[]);
     let l = String::from_utf8_lossy(&o.stdout);
-    for i in ["host", "nvl-simple", "nvl", "nvl-ll", "nvl-pull", "auto"] {
+    for i in ["host", "nvl-simple", "nvl", "nvl-ll", "nvl-pull", "nvl-ll128", "auto"] {
         assert!(l.contains(i), "{l}");
     }
 }

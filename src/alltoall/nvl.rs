@@ -1,5 +1,5 @@
-//! `nvl-simple` (-D 1), `nvl` (-D 2), `nvl-ll` (-D 5) and `nvl-pull` (-D 7): alltoall over NVLink through NCCL's
-//! device API. Kernels in src/kernels/nvl.cu.
+//! `nvl-simple` (-D 1), `nvl` (-D 2), `nvl-ll` (-D 5), `nvl-pull` (-D 7) and `nvl-ll128` (-D 11): alltoall
+//! over NVLink through NCCL's device API. Kernels in src/kernels/nvl.cu.
 use super::{Impl, InPlace, Rank};
 use crate::error::Result;
 use crate::nccl::{compat, compat::DevComm, SymBuffer};
@@ -12,12 +12,20 @@ const THREADS: u32 = 512;
 /// largest block per peer is half of it.
 const LL_CAP: u64 = 128 << 10;
 
+/// nvl-ll128 moves a block in items of 4 packs, each 480 payload bytes in 512 staging bytes
+/// (src/kernels/nvl.cu, namespace ll128).
+const LL128_ITEM_DATA: u64 = 4 * 480;
+const LL128_ITEM_STAGING: u64 = 4 * 512;
+/// Largest block per peer nvl-ll128 carries: 8 MB per rank on 2 GPUs, 16 MB on 4.
+const LL128_MAX_BYTES_PER_PEER: u64 = 4 << 20;
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Kind {
     Simple,
     Vector,
     Pull,
     LowLatency,
+    LowLatency128,
 }
 
 impl Kind {
@@ -27,23 +35,56 @@ impl Kind {
             Kind::Vector => "gb_nvl",
             Kind::Pull => "gb_nvl_pull",
             Kind::LowLatency => "gb_nvl_ll",
+            Kind::LowLatency128 => "gb_nvl_ll128",
         }
     }
     /// Default CTAs (-V 0), tuned on 4×H200 (results/h200x4/README.md): the push kernel gains
     /// up to 2 GB per rank from 32 to 128 CTAs (340 -> 356 GB/s busbw); nvl-ll is flat from 2 to
-    /// 16 CTAs up to 8 KB and needs 16 to stay near 4 µs at 32-128 KB.
+    /// 16 CTAs up to 8 KB and needs 16 to stay near 4 µs at 32-128 KB. nvl-ll128 on 2×H200
+    /// (results/h200x2/ll128/): 64 CTAs lose 1-2 µs to 128 at 2-8 MB per rank, 256 gain < 1 µs
+    /// at 8 MB and lose as much below 1 MB.
     fn default_ctas(self) -> u32 {
         match self {
             Kind::Simple => 16,
             Kind::Vector | Kind::Pull => 128,
             Kind::LowLatency => 16,
+            Kind::LowLatency128 => 128,
+        }
+    }
+
+    /// Staging bytes per source rank and buffer (None: the kernel has barriers, no staging).
+    fn staging_cap(self) -> Option<u64> {
+        match self {
+            Kind::LowLatency => Some(LL_CAP),
+            Kind::LowLatency128 => Some(LL128_MAX_BYTES_PER_PEER.div_ceil(LL128_ITEM_DATA) * LL128_ITEM_STAGING),
+            _ => None,
+        }
+    }
+
+    /// Largest block per peer the kernel carries.
+    pub fn max_bytes_per_peer(self) -> u64 {
+        match self {
+            Kind::LowLatency => LL_CAP / 2,
+            Kind::LowLatency128 => LL128_MAX_BYTES_PER_PEER,
+            _ => u64::MAX,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Simple => "nvl-simple",
+            Kind::Vector => "nvl",
+            Kind::Pull => "nvl-pull",
+            Kind::LowLatency => "nvl-ll",
+            Kind::LowLatency128 => "nvl-ll128",
         }
     }
 }
 
-/// nvl-ll's staging window and per-CTA launch counters.
+/// nvl-ll's and nvl-ll128's staging window and per-CTA launch counters.
 struct Staging {
     buf: SymBuffer,
+    cap: u64,
     epochs: CudaSlice<u32>,
     epochs_ptr: u64,
 }
@@ -66,40 +107,39 @@ impl Nvl {
         let n = r.boot.size();
         let ctas = if r.ctas > 0 { r.ctas } else { kind.default_ctas() };
         let mut reqs = compat::requirements();
-        // One LSA barrier per CTA (the LL kernel has none, but a devComm needs no barrier to exist).
-        reqs.lsaBarrierCount = if kind == Kind::LowLatency { 0 } else { ctas as i32 };
+        // One LSA barrier per CTA (the LL kernels have none, but a devComm needs no barrier to exist).
+        reqs.lsaBarrierCount = if kind.staging_cap().is_some() { 0 } else { ctas as i32 };
         let dev = DevComm::create(r.comm, &reqs)?;
-        let ll = if kind == Kind::LowLatency {
-            let buf = SymBuffer::new(r.comm, (2 * n as u64 * LL_CAP) as usize, &r.gpu.stream)?;
+        let ll = if let Some(cap) = kind.staging_cap() {
+            let buf = SymBuffer::new(r.comm, (2 * n as u64 * cap) as usize, &r.gpu.stream)?;
             let epochs = r.gpu.stream.alloc_zeros::<u32>(ctas as usize)?;
             let epochs_ptr = {
                 let (p, _sync) = epochs.device_ptr(&r.gpu.stream);
                 p
             };
             r.gpu.stream.synchronize()?;
-            Some(Staging { buf, epochs, epochs_ptr })
+            Some(Staging { buf, cap, epochs, epochs_ptr })
         } else {
             None
         };
         Ok(Ok(Nvl { kind, func: r.gpu.function("nvl", kind.kernel())?, ctas, ll, dev }))
     }
 
-    /// Largest block per peer nvl-ll carries.
-    pub fn ll_max_bytes_per_peer() -> u64 {
-        LL_CAP / 2
+    pub fn max_bytes_per_peer(&self) -> u64 {
+        self.kind.max_bytes_per_peer()
     }
 }
 
 impl Impl for Nvl {
     fn unsupported(&self, bytes_per_peer: u64) -> Option<String> {
-        (self.kind == Kind::LowLatency && bytes_per_peer > Self::ll_max_bytes_per_peer()).then(|| {
-            format!("nvl-ll carries at most {} bytes per peer (use nvl or auto above)", Self::ll_max_bytes_per_peer())
-        })
+        let max = self.max_bytes_per_peer();
+        (bytes_per_peer > max)
+            .then(|| format!("{} carries at most {max} bytes per peer (use nvl or auto above)", self.kind.name()))
     }
 
     fn in_place(&self, _: u64) -> InPlace {
         match self.kind {
-            Kind::LowLatency => InPlace::Checked,
+            Kind::LowLatency | Kind::LowLatency128 => InPlace::Checked,
             Kind::Pull => InPlace::Unsupported("peers read blocks that this rank's own pulls overwrite"),
             _ => InPlace::Unsupported(
                 "push kernels store into peers' buffers while those peers may not have sent the blocks there yet",
@@ -117,7 +157,7 @@ impl Impl for Nvl {
         b.arg(&sw).arg(&so).arg(&rw).arg(&ro).arg(&bytes);
         let ll_args;
         if let Some(ll) = &self.ll {
-            ll_args = (ll.buf.win as u64, LL_CAP, ll.epochs_ptr);
+            ll_args = (ll.buf.win as u64, ll.cap, ll.epochs_ptr);
             b.arg(&ll_args.0).arg(&ll_args.1).arg(&ll_args.2);
         }
         b.arg(&self.dev.raw);

@@ -123,11 +123,19 @@ pub const IMPLS: &[ImplInfo] = &[
         make: |r| boxed(gin::GinA2a::new(GinTransport::HybridEmu, r)),
     },
     ImplInfo {
+        id: 11,
+        name: "nvl-ll128",
+        needs_window: true,
+        gin: None,
+        about: "NVLink mid sizes, no barrier: 128-byte lines of 120 data bytes and a flag (as NCCL's LL128)",
+        make: |r| boxed(nvl::Nvl::new(nvl::Kind::LowLatency128, r)),
+    },
+    ImplInfo {
         id: 6,
         name: "auto",
         needs_window: true,
         gin: None,
-        about: "per size: nvl-ll for small blocks, nvl for large",
+        about: "per size: nvl-ll for small blocks, nvl-ll128 for mid sizes, nvl for large",
         make: |r| boxed(auto::Auto::new(r)),
     },
 ];

@@ -136,3 +136,128 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   __syncthreads();
   if (threadIdx.x == 0) epochs[blockIdx.x] = flag;
 }
+
+// nvl-ll128 (-D 11): mid sizes without a barrier, in the spirit of NCCL's LL128. A warp stores 512
+// bytes at once, 16 per lane: four 128-byte lines of 8 lanes each. The last lane of each line
+// carries 8 data bytes and the launch's flag, the other seven 16 data bytes, so a line holds 120
+// bytes of payload (94 % of the link) where nvl-ll's 16-byte lines hold 8. This relies on what
+// NCCL's LL128 relies on: the 128-byte line one warp instruction stores is delivered to the peer's
+// memory whole, so a reader that sees the flag in a line (read whole by one warp instruction)
+// sees that line's data. The reader checks every line's flag and reloads until all are current.
+//
+// Staging, epochs, two buffers and in place work as in nvl-ll: the warp that sends item (p, c)
+// is the one that receives item (p, c) from p and writes it where it read its input. Every warp
+// sends all its items before it receives any, and a CTA may wait on data sent by another CTA of
+// the peer, so the whole grid must be resident (the default grid is at most one CTA per SM).
+namespace ll128 {
+constexpr int PACK = 512;       // staging bytes one warp-wide store covers: 4 lines
+constexpr int PACK_DATA = 480;  // payload in them: 4 x (7 x 16 + 8)
+}  // namespace ll128
+
+// On 2×H200, 2 or 8 packs per item, volatile instead of relaxed accesses, and polling one pack
+// before loading all gave the same times within noise (results/h200x2/ll128/README.md).
+template <int UNROLL>  // packs per work item (src/alltoall/nvl.rs: LL128_ITEM_*)
+__device__ void nvl_ll128(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
+                          ncclWindow_t llwin, size_t cap, uint32_t* epochs, ncclDevComm const& dc) {
+  using namespace ll128;
+  if (bytes == 0) return;  // the same on every rank: nothing sent, no epoch used
+  __shared__ uint32_t s_flag;
+  if (threadIdx.x == 0) s_flag = epochs[blockIdx.x] + 1;
+  __syncthreads();
+  const uint32_t flag = s_flag;
+  const size_t buf = flag & 1;
+  const int me = dc.lsaRank, n = dc.lsaSize;
+
+  // This lane's share of a pack's payload: 16 bytes at `pos`, or 8 for the flag lane of a line
+  // (the four lines' 8-byte tails follow the 28 full vectors).
+  const int lane = threadIdx.x & 31, line = lane >> 3;
+  const bool flag_lane = (lane & 7) == 7;
+  const uint32_t pos = flag_lane ? 28 * 16 + line * 8 : (line * 7 + (lane & 7)) * 16;
+  const uint32_t len = flag_lane ? 8 : 16;
+
+  constexpr size_t ITEM = UNROLL * PACK_DATA;
+  const size_t items = (bytes + ITEM - 1) / ITEM;  // per peer
+  const size_t work = size_t(n) * items;            // (peer, item) pairs, this rank's own block included
+  const size_t warp = gb_tid() >> 5, nwarps = gb_nthreads() >> 5;
+  const char* src = (const char*)ncclGetLocalPointer(sendwin, sendoff);
+  char* dst = (char*)ncclGetLocalPointer(recvwin, recvoff);
+  // Work w: peer p (consecutive warps on different peers, starting with the next rank, this rank
+  // last), at payload offset `at` of the block.
+  auto peer_of = [&](size_t w) { return (me + 1 + int(w % n)) % n; };
+  auto offset_of = [&](size_t w) { return w / n * ITEM; };
+
+  for (size_t w = warp; w < work; w += nwarps) {
+    const int p = peer_of(w);
+    const size_t at = offset_of(w);
+    const char* s = src + p * bytes + at;
+    if (p == me) {  // own block: copied directly (in place it is already there)
+      if (src == dst) continue;
+      const size_t vecs = (min(bytes - at, ITEM) + 15) / 16;
+      uint4 v[(ITEM / 16 + 31) / 32];
+#pragma unroll
+      for (int u = 0; u < (ITEM / 16 + 31) / 32; u++)
+        if (u * 32 + lane < vecs) v[u] = ((const uint4*)s)[u * 32 + lane];
+#pragma unroll
+      for (int u = 0; u < (ITEM / 16 + 31) / 32; u++)
+        if (u * 32 + lane < vecs) ((uint4*)(dst + p * bytes + at))[u * 32 + lane] = v[u];
+      continue;
+    }
+    uint4* stage = (uint4*)((char*)ncclGetLsaPointer(llwin, (buf * n + me) * cap, p) + at / PACK_DATA * PACK);
+    uint4 v[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+      const size_t o = u * PACK_DATA + pos;
+      v[u] = make_uint4(0, 0, 0, 0);
+      if (at + o + len <= bytes) {
+        if (flag_lane) {
+          const uint2 h = *(const uint2*)(s + o);
+          v[u].x = h.x;
+          v[u].y = h.y;
+        } else {
+          v[u] = *(const uint4*)(s + o);
+        }
+      }
+      if (flag_lane) v[u].z = v[u].w = flag;
+    }
+    __syncwarp();  // one store instruction per pack for the whole warp
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) gb_st_relaxed_sys_v4(stage + u * 32 + lane, v[u]);
+  }
+
+  for (size_t w = warp; w < work; w += nwarps) {
+    const int p = peer_of(w);
+    if (p == me) continue;
+    const size_t at = offset_of(w);
+    const uint4* stage =
+        (const uint4*)((const char*)ncclGetLocalPointer(llwin, (buf * n + p) * cap) + at / PACK_DATA * PACK);
+    uint4 v[UNROLL];
+    bool ready;
+    do {
+      ready = true;
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) {
+        v[u] = gb_ld_relaxed_sys_v4(stage + u * 32 + lane);
+        ready &= !flag_lane || (v[u].z == flag && v[u].w == flag);
+      }
+    } while (!__all_sync(0xffffffffu, ready));
+    char* d = dst + p * bytes + at;
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+      const size_t o = u * PACK_DATA + pos;
+      if (at + o + len > bytes) continue;
+      if (flag_lane) {
+        *(uint2*)(d + o) = make_uint2(v[u].x, v[u].y);
+      } else {
+        *(uint4*)(d + o) = v[u];
+      }
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) epochs[blockIdx.x] = flag;
+}
+
+extern "C" __global__ void __launch_bounds__(GB_THREADS)
+    gb_nvl_ll128(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
+                 ncclWindow_t llwin, size_t cap, uint32_t* epochs, ncclDevComm dc) {
+  nvl_ll128<4>(sendwin, sendoff, recvwin, recvoff, bytes, llwin, cap, epochs, dc);
+}

@@ -100,7 +100,8 @@ impl Nvl {
                 let cap = r * t;
                 (
                     Parts::Ll {
-                        stage: SymBuffer::new(c.comm, 2 * l * cap * (16 + row), stream)?,
+                        // Rows per (source, token), then descriptors per (expert, source, slot).
+                        stage: SymBuffer::new(c.comm, 2 * r * t * row + 2 * l * cap * 4, stream)?,
                         dispatch: Kernel::new(c, "gb_ep_ll_dispatch")?,
                         combine: Kernel::new(c, "gb_ep_ll_combine")?,
                         sent: Buf::zeros(c.gpu, 4 * a.experts as usize)?,
@@ -241,7 +242,8 @@ impl EpImpl for Nvl {
         let segs = (a.hidden as u64 / 8).div_ceil(32 * device::RED_VECS);
         (0..c.boot.size())
             .map(|d| match (self.mode, phase) {
-                (Mode::Ll, Phase::Dispatch) => tr.selections_to[d] as u64 * (16 + row) + 8 * l,
+                // A row per token bound for d, a 4-byte descriptor per selection, the counts.
+                (Mode::Ll, Phase::Dispatch) => tr.tokens_to[d] as u64 * row + tr.selections_to[d] as u64 * 4 + 8 * l,
                 // Pulled by d: the rows cross the link towards d, each (selection, reduction
                 // segment) with its 8-byte segment range.
                 (Mode::Ll, Phase::Combine) => tr.selections_from[d] as u64 * (h2 + 8 * segs) + 8,

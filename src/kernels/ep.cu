@@ -249,40 +249,52 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 
 // ---------------------------------------------------------------------------------------------
 // nvl impl, low latency. Symmetric windows on every rank:
-//   stage:  [2][L][R][maxT][16 + row]  (16-byte header: descriptor)
+//   stage:  rows [2][R][maxT][row] (source s's token t at [s][t]), then descriptors
+//           [2][L][R][maxT] u32 (the (expert, source) segments: which token, which top-k slot)
 //   ctrl:   counts [2][L][R] u64, combine "y ready" flags [2][R] u64, ranges [L][R] int2
 //           (first packed row and rows per (local expert, source), read by the sources' combine)
 //   y:      [L][R*maxT][H] BF16 expert output in the packed layout (the combine reads it in place)
 // Launch e uses buffer e % 2. Two suffice: a rank starts launch e + 2 only after it received
 // launch e + 1 from every peer, which each peer sends only after it finished launch e.
 
-// Dispatch: a warp per selection claims a slot (atomic, so arrival order within one (expert,
-// source) segment is not deterministic) and writes header + row into the owner's staging; the
-// last CTA publishes the per-expert counts; then CTAs pack each local expert's segments in
-// source order into out [L][R*maxT][row] with descriptors, counts and (begin, count) ranges.
+// Dispatch: a token's row goes once to each rank holding any of its experts (NVLink carries
+// rows per rank, not per selection: 8 selections over 4 ranks reach 3.6 ranks on average), in
+// `parts` pieces sent by different warps so that few tokens still keep many warps busy. The warp
+// of part 0 claims each selection's slot in its expert's segment (atomic, so arrival order within
+// one (expert, source) segment is not deterministic) and writes the descriptor there; the last
+// CTA publishes the per-expert counts; then CTAs pack each local expert's segments in source order
+// into out [L][R*maxT][row] with descriptors, counts and (begin, count) ranges.
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_ep_ll_dispatch(EpArgs a, const int* idx, const uint8_t* x, ncclWindow_t stage_win, ncclWindow_t ctrl,
                       size_t counts_off, uint32_t* state, uint32_t* sent, int* sel_slot, uint8_t* out,
                       uint32_t* src_info, int* recv_count, int2* ranges, ncclDevComm dc) {
   const uint32_t epoch = begin_epoch(state), par = epoch & 1;
-  const int lane = threadIdx.x & 31, L = a.local, R = a.ranks;
-  const size_t slot = 16 + size_t(a.row), seg = size_t(a.max_tokens) * slot;
-  auto seg_off = [&](int le, int src) { return (size_t(par * L + le) * R + src) * seg; };
+  const int lane = threadIdx.x & 31, L = a.local, R = a.ranks, T = a.max_tokens;
+  const size_t rows_bytes = 2 * size_t(R) * T * a.row;
+  auto row_off = [&](int src, int t) { return (size_t(par * R + src) * T + t) * a.row; };
+  auto desc_off = [&](int le, int src) { return rows_bytes + (size_t(par * L + le) * R + src) * T * 4; };
   auto count_off = [&](int le, int src) { return counts_off + (size_t(par * L + le) * R + src) * 8; };
 
-  for (int s = warp_id(); s < a.tokens * a.topk; s += warp_count()) {
-    const int e = idx[s];
-    if (e < 0) continue;
-    const int t = s / a.topk, k = s % a.topk;
-    uint8_t* dst = nullptr;
-    if (lane == 0) {
+  // Parts per row: enough for every warp to have one, none shorter than one round of
+  // warp_send's loads (32 x EP_UNROLL vectors), each a whole number of 32-vector lines.
+  const int vecs = a.row / 16, round = 32 * EP_UNROLL;
+  const int parts = max(1, min(warp_count() / max(1, a.tokens), (vecs + round - 1) / round));
+  const int part_vecs = ((vecs + parts - 1) / parts + 31) / 32 * 32;
+  for (int w = warp_id(); w < a.tokens * parts; w += warp_count()) {
+    const int t = w / parts, q = w % parts;
+    const int e = lane < a.topk ? idx[t * a.topk + lane] : -1;  // lane k: selection k
+    const int d = e >= 0 ? e / L : -1;
+    const unsigned same = __match_any_sync(~0u, d);
+    // The first lane bound for a rank sends the row there.
+    const bool first = d >= 0 && __ffs(same) - 1 == lane;
+    if (q == 0 && e >= 0) {
       const uint32_t n = atomicAdd(&sent[e], 1u);
-      sel_slot[s] = int(n);  // where combine finds the expert's output for this selection
-      dst = (uint8_t*)ncclGetLsaPointer(stage_win, seg_off(e % L, a.rank) + n * slot, e / L);
-      *(uint4*)dst = make_uint4(gb_ep_desc(a.rank, t, k), 0, 0, 0);
-      dst += 16;
+      sel_slot[t * a.topk + lane] = int(n);  // where combine finds the expert's output for this selection
+      *(uint32_t*)ncclGetLsaPointer(stage_win, desc_off(e % L, a.rank) + n * 4, d) = gb_ep_desc(a.rank, t, lane);
     }
-    warp_send(dst, x + size_t(t) * a.row, a.row, lane);
+    const int v0 = q * part_vecs, nv = min(vecs, v0 + part_vecs) - v0;
+    uint8_t* dst = first ? (uint8_t*)ncclGetLsaPointer(stage_win, row_off(a.rank, t), d) + v0 * 16 : nullptr;
+    if (nv > 0) warp_send(dst, x + size_t(t) * a.row + v0 * 16, nv * 16, lane);
   }
   if (last_cta(state, epoch)) {
     for (int e = threadIdx.x; e < a.experts; e += blockDim.x) {
@@ -303,7 +315,9 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     ll_pack_expert(
         a, le, g, groups, n,
         [&](int src, int j) {
-          return (const uint8_t*)ncclGetLocalPointer(stage_win, seg_off(le, src) + size_t(j) * slot);
+          const uint32_t* desc = (const uint32_t*)ncclGetLocalPointer(stage_win, desc_off(le, src)) + j;
+          const int t = gb_ep_desc_token(ld4_peer(desc));
+          return LlRow{desc, (const uint8_t*)ncclGetLocalPointer(stage_win, row_off(src, t))};
         },
         out, src_info, recv_count, ranges, lane);
   }

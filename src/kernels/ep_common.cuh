@@ -26,6 +26,7 @@ static_assert(sizeof(EpArgs) == 40, "EpArgs layout changed: update src/ep/device
 
 // Receive descriptor: source rank, token, top-k slot (src/ep/reference.rs `desc`).
 __device__ __forceinline__ uint32_t gb_ep_desc(int s, int t, int k) { return (uint32_t(s) << 20) | (t << 4) | k; }
+__device__ __forceinline__ int gb_ep_desc_token(uint32_t desc) { return int((desc >> 4) & 0xffff); }
 
 // Token values: a function of (source rank, token, channel, seed), exact in BF16 (7 significant
 // bits), so any rank can check any row it receives and a stale row from another seed fails.
@@ -281,10 +282,23 @@ __device__ __forceinline__ int2 warp_span(int items) {
   return make_int2(i0, min(items, i0 + per));
 }
 
+// A received LL row: where its descriptor and its data are in the staging window.
+struct LlRow {
+  const uint32_t* desc;
+  const uint8_t* row;
+};
+
+// 4 bytes a peer wrote during this kernel, after the warp acquired what published them (as ld16).
+__device__ __forceinline__ uint32_t ld4_peer(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.global.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 // LL: pack one local expert's received rows into out [L][R*maxT][row] in source order. Lane j < R
-// holds n, the rows source j sent the expert, already acquired; `slot(j, i)` is source j's i-th
-// staging slot (16-byte header with the descriptor, then the row). The warp is group g of
-// `groups` working on the expert and copies every group-th row, two at a time.
+// holds n, the rows source j sent the expert, already acquired; `slot(j, i)` is the LlRow of
+// source j's i-th row for the expert. The warp is group g of `groups` working on the expert and
+// copies every group-th row, two at a time.
 template <class Slot>
 __device__ void ll_pack_expert(const EpArgs& a, int le, int g, int groups, int n, Slot slot, uint8_t* out,
                                uint32_t* src_info, int* recv_count, int2* ranges, int lane) {
@@ -307,14 +321,14 @@ __device__ void ll_pack_expert(const EpArgs& a, int le, int g, int groups, int n
   };
   for (int i = g; i < total; i += 2 * groups) {
     const int i1 = i + groups;
-    const uint8_t* s0 = slot_of(i);
-    const uint8_t* s1 = i1 < total ? slot_of(i1) : nullptr;
+    const LlRow s0 = slot_of(i);
+    const LlRow s1 = i1 < total ? slot_of(i1) : LlRow{nullptr, nullptr};
     // Lanes 0 and 1 load the descriptors with the rows and store them after, so their latency
     // hides behind the copy.
-    const uint8_t* hdr = lane == 0 ? s0 : lane == 1 ? s1 : nullptr;
-    const uint32_t desc = hdr ? ld16<true>((const uint4*)hdr).x : 0;
-    warp_copy2<true>(out + (le * cap + i) * a.row, s0 + 16, s1 ? out + (le * cap + i1) * a.row : nullptr,
-                     s1 ? s1 + 16 : nullptr, a.row, lane);
+    const uint32_t* hdr = lane == 0 ? s0.desc : lane == 1 ? s1.desc : nullptr;
+    const uint32_t desc = hdr ? ld4_peer(hdr) : 0;
+    warp_copy2<true>(out + (le * cap + i) * a.row, s0.row, s1.row ? out + (le * cap + i1) * a.row : nullptr, s1.row,
+                     a.row, lane);
     if (hdr) src_info[le * cap + (lane == 0 ? i : i1)] = desc;
   }
 }

@@ -157,7 +157,8 @@ __device__ void ll_dispatch(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const 
     ll_pack_expert(
         a, le, g, groups, n,
         [&](int src, int j) {
-          return (const uint8_t*)ncclGetLocalPointer(b.recv, seg_off(le, src) + size_t(j) * slot);
+          const uint8_t* s = (const uint8_t*)ncclGetLocalPointer(b.recv, seg_off(le, src) + size_t(j) * slot);
+          return LlRow{(const uint32_t*)s, s + 16};  // a 16-byte header, then the row
         },
         b.out, b.src_info, b.recv_count, b.ranges, lane);
   }

@@ -345,15 +345,14 @@ void releaseHandle(CollComm& c, MemHandle* h) {
 
 void leaveGroup(CollComm& c) {
   Group* g = c.group;
-  bool last = false;
   {
+    // The last rank out takes the Group out of gGroups under the same lock as connect() looks it
+    // up, in one step with leaving: otherwise a rank connecting in between (its peers already
+    // closed) would join the Group this one is about to free.
+    std::lock_guard<std::mutex> lock(gGroupsMutex);
     std::lock_guard<std::mutex> glock(g->mutex);
     g->members[c.rank] = nullptr;
-    last = --g->joined == 0;
-  }
-  if (!last) return;
-  {
-    std::lock_guard<std::mutex> lock(gGroupsMutex);
+    if (--g->joined > 0) return;
     gGroups.erase(g->key);
   }
   // Signal writes of every rank went through the group's domains: let them land before the

@@ -74,7 +74,10 @@ struct Registration {
   bool granting = false;  // a rank is granting device access (after all arrived)
   bool ready = false;   // every rank arrived and device access was granted
   bool failed = false;  // timed out or access could not be granted
-  int liveHandles = 0;
+  // Ranks holding it: counted from a rank's arrival in regMrSym (not from its handle), so the
+  // first rank back with a handle cannot free it by deregistering while the others have not
+  // yet woken up from the wait (they still read it). A MemHandle carries its rank's hold.
+  int holders = 0;
 };
 
 struct MemHandle {  // mhandle == ginHandle, as NCCL's own IB proxy does

@@ -192,7 +192,7 @@ Result setContexts(CollComm& c, int nContexts) {
 
 // Frees a registration once no rank holds it; under the group's mutex.
 static void maybeFreeRegistration(Group& g, Registration* reg) {
-  if (reg->liveHandles > 0) return;
+  if (reg->holders > 0) return;
   // A registration only some ranks reached (timed out) still has waiters; they free nothing.
   if (!reg->ready && !reg->failed) return;
   for (auto& d : g.signalDomains) {
@@ -248,6 +248,7 @@ Result regMrSym(void* collComm, void* data, size_t size, int type, uint64_t mrFl
     e.flags = mrFlags;
     e.arrived = true;
     reg->arrived++;
+    reg->holders++;  // until this rank's handle is released, or it fails out below
     mine = e;
   }
   // Ranks of other processes learn of the window over their channels (with its fd where it
@@ -288,6 +289,7 @@ Result regMrSym(void* collComm, void* data, size_t size, int type, uint64_t mrFl
     g.cv.wait_until(glock, until);
     if (Clock::now() >= deadline && !reg->ready && !reg->failed) {
       reg->failed = true;
+      reg->holders--;  // a failed registration stays in g.regs (later arrivals see it) until leaveGroup
       g.cv.notify_all();
       int missing = -1;
       for (int r = 0; r < g.nranks && missing < 0; r++) missing = reg->entries[r].arrived ? -1 : r;
@@ -299,17 +301,18 @@ Result regMrSym(void* collComm, void* data, size_t size, int type, uint64_t mrFl
   }
   if (shared != kSuccess) {
     reg->failed = true;
+    reg->holders--;
     g.cv.notify_all();
     return shared;
   }
   if (reg->failed) {
+    reg->holders--;
     return fail(kSystemError, "regMrSym: collective registration #%lu failed", static_cast<unsigned long>(seq));
   }
   MemHandle* h = new MemHandle;
   h->reg = reg;
   h->rank = c.rank;
-  h->owner = &c;
-  reg->liveHandles++;
+  h->owner = &c;  // takes over the hold this rank took at arrival
   glock.unlock();
   std::lock_guard<std::mutex> lock(c.mutex);
   c.handles.insert(h);
@@ -335,22 +338,21 @@ void releaseHandle(CollComm& c, MemHandle* h) {
   Group& g = *c.group;
   std::lock_guard<std::mutex> glock(g.mutex);
   h->reg->entries[h->rank].deregistered = true;
-  h->reg->liveHandles--;
+  h->reg->holders--;
   maybeFreeRegistration(g, h->reg);
   delete h;
 }
 
 void leaveGroup(CollComm& c) {
   Group* g = c.group;
-  bool last = false;
   {
+    // The last rank out takes the Group out of gGroups under the same lock as connect() looks it
+    // up, in one step with leaving: otherwise a rank connecting in between (its peers already
+    // closed) would join the Group this one is about to free.
+    std::lock_guard<std::mutex> lock(gGroupsMutex);
     std::lock_guard<std::mutex> glock(g->mutex);
     g->members[c.rank] = nullptr;
-    last = --g->joined == 0;
-  }
-  if (!last) return;
-  {
-    std::lock_guard<std::mutex> lock(gGroupsMutex);
+    if (--g->joined > 0) return;
     gGroups.erase(g->key);
   }
   // Signal writes of every rank went through the group's domains: let them land before the

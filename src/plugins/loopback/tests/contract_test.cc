@@ -683,6 +683,109 @@ static void caseCloseWithOutstanding() {
   configure(nullptr, nullptr);
 }
 
+// A process that drives every GPU as a thread of its own, creating and destroying communicators
+// one after the other: every rank's init, listen/connect of 4 contexts, collective registrations
+// (NCCL's signal array and inlines first, then windows), puts + signals while a progress thread
+// per rank polls, a window registered and at once deregistered, deregistrations and closes in a
+// different order on every rank, and no barrier between one communicator's close and the next
+// one's connect. Under a sanitizer (see README) this finds races between the ranks' calls.
+static void runLifecycles(int n, int rounds) {
+  configure(nullptr, nullptr);
+  const int nctx = 4, nwin = 3, size = 256, nsig = 8;
+  std::vector<Handles> handles;
+  for (int i = 0; i < rounds * nctx; i++) handles.emplace_back(n);
+  Barrier b(n);
+  // [rank][window]: stays allocated across rounds (a rank may still be closing the previous
+  // round while its peers register the next one's).
+  std::vector<std::vector<std::vector<char>>> mem(
+      n, std::vector<std::vector<char>>(nwin, std::vector<char>(static_cast<size_t>(size) * n, 0)));
+  std::vector<std::vector<uint64_t>> sigmem(n, std::vector<uint64_t>(nsig * nctx, 0));
+  runRanks(n, [&](int r) {
+    std::vector<uint64_t> inlines(64, 0);
+    std::vector<char> src(size, static_cast<char>(r + 1));
+    for (int round = 0; round < rounds; round++) {
+      void* inst = nullptr;
+      CHECK_OK(ncclGinPlugin_v11.init(&inst, static_cast<uint64_t>(round), nullptr));
+      void* comms[nctx];
+      void *sigH[nctx], *inlH[nctx], *srcH[nctx], *winH[nctx][nwin];
+      for (int c = 0; c < nctx; c++) {
+        comms[c] = connectRank(false, r, n, handles[static_cast<size_t>(round) * nctx + c], b);
+        sigH[c] = reg(false, comms[c], sigmem[r].data(), sigmem[r].size() * 8, kMrFlagForceSo);
+        inlH[c] = reg(false, comms[c], inlines.data(), inlines.size() * 8);
+      }
+      // NCCL's GIN progress thread: polls every context while this thread registers and puts.
+      std::atomic<bool> stop{false};
+      std::thread progress([&] {
+        while (!stop.load()) {
+          for (int c = 0; c < nctx; c++) CHECK_OK(ncclGinPlugin_v11.ginProgress(comms[c]));
+          std::this_thread::yield();
+        }
+      });
+      for (int c = 0; c < nctx; c++) {
+        srcH[c] = reg(false, comms[c], src.data(), src.size());
+        for (int w = 0; w < nwin; w++) winH[c][w] = reg(false, comms[c], mem[r][w].data(), mem[r][w].size());
+      }
+      const int peer = (r + 1 + round) % n;
+      for (int c = 0; c < nctx; c++) {
+        void* req = nullptr;
+        uint64_t off = static_cast<uint64_t>(r) * size;
+        CHECK_OK(ncclGinPlugin_v11.iputSignal(comms[c], 0, srcH[c], size, off, winH[c][round % nwin], peer,
+                                              static_cast<uint64_t>(c * nsig + r % nsig) * 8, sigH[c], 0,
+                                              kSignalOpInc, &req));
+        if (req != nullptr) waitDone(false, comms[c], req);
+      }
+      b.wait();  // every put has landed: the windows may go
+      // A window registered and dropped at once: the first rank back from the collective
+      // registration deregisters while the others may not have woken up from it yet.
+      for (int c = 0; c < nctx; c++) {
+        void* tmp = reg(false, comms[c], mem[r][0].data(), 64);
+        if (tmp != nullptr) CHECK_OK(ncclGinPlugin_v11.deregMrSym(comms[c], tmp));
+      }
+      stop = true;
+      progress.join();
+      for (int k = 0; k < nctx; k++) {
+        int c = (k + r) % nctx;  // every rank tears its contexts down in another order
+        for (int w = 0; w < nwin; w++) CHECK_OK(ncclGinPlugin_v11.deregMrSym(comms[c], winH[c][(w + r) % nwin]));
+        if (r % 2 == 0) {
+          CHECK_OK(ncclGinPlugin_v11.deregMrSym(comms[c], srcH[c]));
+          CHECK_OK(ncclGinPlugin_v11.deregMrSym(comms[c], inlH[c]));
+          CHECK_OK(ncclGinPlugin_v11.deregMrSym(comms[c], sigH[c]));
+        }
+        // Odd ranks leave srcH, inlH and sigH to closeColl.
+        CHECK_OK(ncclGinPlugin_v11.closeColl(comms[c]));
+      }
+      CHECK_OK(ncclGinPlugin_v11.finalize(inst));
+    }
+  });
+  // Every round put one INC per context into word (sender % nsig) of its peer.
+  uint64_t total = 0;
+  for (int r = 0; r < n; r++) {
+    for (uint64_t v : sigmem[r]) total += v;
+  }
+  CHECK(total == static_cast<uint64_t>(n) * rounds * nctx, "%lu signals arrived, expected %d",
+        static_cast<unsigned long>(total), n * rounds * nctx);
+}
+
+static void caseConcurrentLifecycles4() { runLifecycles(4, 20); }
+static void caseConcurrentLifecycles8() { runLifecycles(8, 6); }
+
+// A rank may connect while the other ranks of its group already closed (no registration made
+// them wait for each other): it must join a live group or start a new one, never the one the
+// last rank out is freeing.
+static void caseConnectWhileLastLeaves() {
+  configure(nullptr, nullptr);
+  const int n = 2, rounds = 300;
+  std::vector<Handles> handles;
+  for (int i = 0; i < rounds; i++) handles.emplace_back(n);
+  Barrier b(n);
+  runRanks(n, [&](int r) {
+    for (int round = 0; round < rounds; round++) {
+      void* comm = connectRank(false, r, n, handles[static_cast<size_t>(round)], b);
+      if (comm != nullptr) CHECK_OK(ncclGinPlugin_v11.closeColl(comm));
+    }
+  });
+}
+
 // ---- main ----------------------------------------------------------------------------------
 
 struct Case {
@@ -718,6 +821,9 @@ static const Case kCases[] = {
     {"bad_calls", caseBadCalls},
     {"rma_specifics", caseRmaSpecifics},
     {"close_with_outstanding", caseCloseWithOutstanding},
+    {"concurrent_lifecycles_4", caseConcurrentLifecycles4},
+    {"concurrent_lifecycles_8", caseConcurrentLifecycles8},
+    {"connect_while_last_leaves", caseConnectWhileLastLeaves},
     {"processes_v11", caseMultiProcessV11},
     {"processes_v14", caseMultiProcessV14},
     {"processes_chaos", caseMultiProcessChaos},

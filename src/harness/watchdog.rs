@@ -31,8 +31,12 @@ pub fn start(prog: &'static str, timeout_s: u64) {
                 "{prog}: error: timeout: no progress for {timeout_s} s; aborting NCCL communicators (fix: raise -T, or look for a stuck rank or GPU)"
             );
             // Abort from a helper thread: if NCCL itself is stuck, exit anyway after a grace period.
-            std::thread::spawn(crate::nccl::abort_all);
-            std::thread::sleep(Duration::from_secs(5));
+            let (done, aborted) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                crate::nccl::abort_all();
+                let _ = done.send(());
+            });
+            let _ = aborted.recv_timeout(Duration::from_secs(5));
             std::process::exit(Exit::Timeout as i32);
         }
     });

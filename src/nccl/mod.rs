@@ -10,10 +10,21 @@ pub use loader::{header_version, load, version_string, Nccl};
 
 use crate::error::{Error, Exit, Result};
 use std::ffi::{c_void, CStr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-/// The loaded library; `load` must have succeeded first.
+/// Set when the watchdog aborts the communicators. The abort frees them while rank threads may
+/// still hold them (a blocked call returns, then the rank cleans up), so from then on a thread
+/// that calls into NCCL waits for the watchdog's exit instead of touching freed state.
+static ABORTING: AtomicBool = AtomicBool::new(false);
+
+/// The loaded library; `load` must have succeeded first. Never returns once an abort started.
 pub fn lib() -> &'static ffi::NcclLib {
+    if ABORTING.load(Ordering::Acquire) {
+        loop {
+            std::thread::park();
+        }
+    }
     &loader::get().lib
 }
 
@@ -87,10 +98,12 @@ static LIVE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
 /// Abort every live communicator (the watchdog calls this; blocked NCCL calls then return).
 pub fn abort_all() {
+    let nccl = lib();
+    ABORTING.store(true, Ordering::Release);
     let comms: Vec<usize> = LIVE.lock().map(|v| v.clone()).unwrap_or_default();
     for c in comms {
         unsafe {
-            let _ = lib().ncclCommAbort(c as ffi::ncclComm_t);
+            let _ = nccl.ncclCommAbort(c as ffi::ncclComm_t);
         }
     }
 }

@@ -10,8 +10,6 @@ use cudarc::driver::{sys, CudaFunction, CudaSlice, DevicePtr, DeviceRepr, Launch
 pub const THREADS: u32 = 512;
 /// Tokens per chunk of the deterministic layout (EP_CHUNK).
 pub const CHUNK: usize = 32;
-/// 16-byte vectors per lane of one reduction work item (EP_RED).
-pub const RED_VECS: u64 = 4;
 
 /// Mirrors `EpArgs` in src/kernels/ep.cu.
 #[repr(C)]

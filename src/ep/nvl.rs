@@ -2,7 +2,7 @@
 //! LL: fixed per-(expert, source) slots, no host sync, CUDA-graph capturable; HT: count
 //! exchange, then each token once per destination rank, straight to its final row. Both combines
 //! read each token's rows in place from the ranks' expert output (a symmetric window).
-use super::device::{self, grid, one_cta_per_sm, Args, Buf, Inputs, LayoutBufs};
+use super::device::{grid, one_cta_per_sm, Args, Buf, Inputs, LayoutBufs};
 use super::layout::{self, ht_meta_bytes, ht_meta_offset};
 use super::metrics::{Mode, Phase};
 use super::reference::{Layout, Traffic};
@@ -143,7 +143,7 @@ impl Nvl {
     fn ctrl_offsets(&self, a: &Args) -> (usize, usize, usize) {
         let (l, r) = (a.local as usize, a.ranks as usize);
         match self.mode {
-            // LL: counts, combine flags, ranges (read by the sources' combine).
+            // LL: counts, combine flags, ranges (written by the experts' ranks, read by the combine).
             Mode::Ll => (0, 2 * l * r * 8, 2 * l * r * 8 + 2 * r * 8),
             // HT: count matrix, dispatch flags, combine flags.
             Mode::Ht => {
@@ -162,7 +162,7 @@ impl EpImpl for Nvl {
         let ctrl = self.ctrl.win as u64;
         match &self.parts {
             Parts::Ll { stage, dispatch, sent, sel_slot, out, src_info, recv_count, .. } => {
-                let (stage, counts, ranges) = (stage.win as u64, o0 as u64, self.ctrl.ptr() + o2 as u64);
+                let (stage, counts, ranges) = (stage.win as u64, o0 as u64, o2 as u64);
                 let mut b = s.launch_builder(&dispatch.f);
                 b.arg(&a).arg(&inp.idx.ptr).arg(&inp.rows).arg(&stage).arg(&ctrl).arg(&counts);
                 b.arg(&self.dstate.ptr).arg(&sent.ptr).arg(&sel_slot.ptr).arg(&out.ptr).arg(&src_info.ptr);
@@ -239,14 +239,13 @@ impl EpImpl for Nvl {
         let (row, h2) = (a.row as u64, 2 * a.hidden as u64);
         let (l, r) = (a.local as u64, a.ranks as u64);
         let meta = ht_meta_bytes(a.topk as usize) as u64;
-        let segs = (a.hidden as u64 / 8).div_ceil(32 * device::RED_VECS);
         (0..c.boot.size())
             .map(|d| match (self.mode, phase) {
-                // A row per token bound for d, a 4-byte descriptor per selection, the counts.
-                (Mode::Ll, Phase::Dispatch) => tr.tokens_to[d] as u64 * row + tr.selections_to[d] as u64 * 4 + 8 * l,
-                // Pulled by d: the rows cross the link towards d, each (selection, reduction
-                // segment) with its 8-byte segment range.
-                (Mode::Ll, Phase::Combine) => tr.selections_from[d] as u64 * (h2 + 8 * segs) + 8,
+                // A row per token bound for d, a 4-byte descriptor per selection, the counts to d
+                // and the ranges of d's segments here.
+                (Mode::Ll, Phase::Dispatch) => tr.tokens_to[d] as u64 * row + tr.selections_to[d] as u64 * 4 + 16 * l,
+                // Pulled by d: the rows cross the link towards d; the ready flag.
+                (Mode::Ll, Phase::Combine) => tr.selections_from[d] as u64 * h2 + 8,
                 (Mode::Ht, Phase::Dispatch) => tr.tokens_to[d] as u64 * (row + meta) + 8 * (r + l) + 8,
                 // Pulled by d: the rows this rank holds for d cross the link towards d.
                 (Mode::Ht, Phase::Combine) => tr.tokens_from[d] as u64 * h2 + 8,

@@ -251,8 +251,9 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 // nvl impl, low latency. Symmetric windows on every rank:
 //   stage:  rows [2][R][maxT][row] (source s's token t at [s][t]), then descriptors
 //           [2][L][R][maxT] u32 (the (expert, source) segments: which token, which top-k slot)
-//   ctrl:   counts [2][L][R] u64, combine "y ready" flags [2][R] u64, ranges [L][R] int2
-//           (first packed row and rows per (local expert, source), read by the sources' combine)
+//   ctrl:   counts [2][L][R] u64, combine "y ready" flags [2][R] u64, ranges [E] int2: for each
+//           expert (every rank's), the first packed row and rows of this rank's segment there,
+//           written by the expert's rank in its pack, read locally by this rank's combine
 //   y:      [L][R*maxT][H] BF16 expert output in the packed layout (the combine reads it in place)
 // Launch e uses buffer e % 2. Two suffice: a rank starts launch e + 2 only after it received
 // launch e + 1 from every peer, which each peer sends only after it finished launch e.
@@ -267,7 +268,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_ep_ll_dispatch(EpArgs a, const int* idx, const uint8_t* x, ncclWindow_t stage_win, ncclWindow_t ctrl,
                       size_t counts_off, uint32_t* state, uint32_t* sent, int* sel_slot, uint8_t* out,
-                      uint32_t* src_info, int* recv_count, int2* ranges, ncclDevComm dc) {
+                      uint32_t* src_info, int* recv_count, size_t ranges_off, ncclDevComm dc) {
   const uint32_t epoch = begin_epoch(state), par = epoch & 1;
   const int lane = threadIdx.x & 31, L = a.local, R = a.ranks, T = a.max_tokens;
   const size_t rows_bytes = 2 * size_t(R) * T * a.row;
@@ -319,7 +320,11 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
           const int t = gb_ep_desc_token(ld4_peer(desc));
           return LlRow{desc, (const uint8_t*)ncclGetLocalPointer(stage_win, row_off(src, t))};
         },
-        out, src_info, recv_count, ranges, lane);
+        out, src_info, recv_count,
+        [&](int src, int2 r) {  // to the source, whose combine reads it locally, saving a round trip
+          *(int2*)ncclGetLsaPointer(ctrl, ranges_off + size_t(a.rank * L + le) * 8, src) = r;
+        },
+        lane);
   }
   end_epoch(state, epoch);
 }
@@ -361,9 +366,8 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
       src = nullptr;
       if (e >= 0) {
         const int d = e / L, le = e % L;
-        const uint64_t rg = ld_acquire_sys_u64(
-            (const uint64_t*)ncclGetLsaPointer(ctrl, ranges_off + (size_t(le) * R + a.rank) * 8, d));
-        const size_t r = le * cap + int(uint32_t(rg)) + sel_slot[t * a.topk + lane];  // rg: int2 (first, count)
+        const int first = ((const int2*)ncclGetLocalPointer(ctrl, ranges_off))[e].x;
+        const size_t r = le * cap + first + sel_slot[t * a.topk + lane];
         src = (const __nv_bfloat16*)ncclGetLsaPointer(ywin, r * 2 * H, d);
       }
       wk = e >= 0 ? w[t * a.topk + lane] : 0.f;

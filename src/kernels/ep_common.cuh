@@ -297,11 +297,12 @@ __device__ __forceinline__ uint32_t ld4_peer(const uint32_t* p) {
 
 // LL: pack one local expert's received rows into out [L][R*maxT][row] in source order. Lane j < R
 // holds n, the rows source j sent the expert, already acquired; `slot(j, i)` is the LlRow of
-// source j's i-th row for the expert. The warp is group g of `groups` working on the expert and
-// copies every group-th row, two at a time.
-template <class Slot>
+// source j's i-th row for the expert; `range(j, r)` records r = (first packed row, rows) of source
+// j's segment (group 0 calls it, lane j). The warp is group g of `groups` working on the expert
+// and copies every group-th row, two at a time.
+template <class Slot, class Range>
 __device__ void ll_pack_expert(const EpArgs& a, int le, int g, int groups, int n, Slot slot, uint8_t* out,
-                               uint32_t* src_info, int* recv_count, int2* ranges, int lane) {
+                               uint32_t* src_info, int* recv_count, Range range, int lane) {
   const int R = a.ranks;
   const size_t cap = size_t(R) * a.max_tokens;
   __syncwarp();  // every lane's later loads follow the lanes' acquires
@@ -312,7 +313,7 @@ __device__ void ll_pack_expert(const EpArgs& a, int le, int g, int groups, int n
     if (lane >= o) incl += u;
   }
   const int total = __shfl_sync(~0u, incl, 31), begin = incl - n;
-  if (g == 0 && lane < R) ranges[le * R + lane] = make_int2(begin, n);
+  if (g == 0 && lane < R) range(lane, make_int2(begin, n));
   if (g == 0 && lane == 0) recv_count[le] = total;
   auto slot_of = [&](int i) {  // the slot of the expert's row i
     int src = 0;  // the source whose segment holds row i: last lane with begin <= i

@@ -160,7 +160,7 @@ __device__ void ll_dispatch(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const 
           const uint8_t* s = (const uint8_t*)ncclGetLocalPointer(b.recv, seg_off(le, src) + size_t(j) * slot);
           return LlRow{(const uint32_t*)s, s + 16};  // a 16-byte header, then the row
         },
-        b.out, b.src_info, b.recv_count, b.ranges, lane);
+        b.out, b.src_info, b.recv_count, [&](int src, int2 r) { b.ranges[le * R + src] = r; }, lane);
   }
   end_epoch(b.state, epoch);
 }

@@ -89,6 +89,12 @@ impl Gpu {
         Ok(Gpu { ordinal, ctx, stream, modules })
     }
 
+    /// Streaming multiprocessors of this GPU.
+    pub fn sm_count(&self) -> Result<u32> {
+        Ok(self.ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?
+            as u32)
+    }
+
     pub fn function(&self, module: &str, name: &str) -> Result<CudaFunction> {
         let m = self.modules.get(module).ok_or_else(|| Error::internal(format!("no kernel module '{module}'")))?;
         Ok(m.load_function(name)?)

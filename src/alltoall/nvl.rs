@@ -105,7 +105,12 @@ impl Nvl {
             return Ok(Err(why));
         }
         let n = r.boot.size();
-        let ctas = if r.ctas > 0 { r.ctas } else { kind.default_ctas() };
+        let ctas = match (r.ctas, kind.staging_cap()) {
+            (0, None) => kind.default_ctas(),
+            // The LL kernels wait on peers' CTAs: by default at most one CTA per SM, all resident.
+            (0, Some(_)) => kind.default_ctas().min(r.gpu.sm_count()?),
+            (v, _) => v,
+        };
         let mut reqs = compat::requirements();
         // One LSA barrier per CTA (the LL kernels have none, but a devComm needs no barrier to exist).
         reqs.lsaBarrierCount = if kind.staging_cap().is_some() { 0 } else { ctas as i32 };

@@ -1,7 +1,7 @@
 //! `ep_perf`: for every mode, dispatch payload, impl and tokens per rank: time dispatch and
 //! combine, check both against the host reference, and hand the rows to the driver.
 use super::cli::Config;
-use super::device::{sm_count, Checks, Inputs};
+use super::device::{Checks, Inputs};
 use super::metrics::{self, Mode, Phase};
 use super::reference::Layout;
 use super::shape::Payload;
@@ -53,7 +53,7 @@ impl Benchmark for Config {
     }
 
     fn check_gpu(&self, gpu: &Gpu) -> Result<()> {
-        let sms = sm_count(gpu)?;
+        let sms = gpu.sm_count()?;
         if self.ctas > sms {
             return Err(Error::usage(
                 format!(
@@ -306,7 +306,7 @@ impl<'a> Phases<'a> {
         let gpu = c.gpu;
         let r = &layout.routing[c.boot.rank()];
         let inp = Inputs::new(gpu, c.args(tokens), &r.idx, &r.weight)?;
-        let all_sms = sm_count(gpu)?;
+        let all_sms = gpu.sm_count()?;
         let quantize_timed = c.mode == Mode::Ll && c.payload == Payload::Fp8;
         inp.fill(gpu, 0)?;
         inp.quantize(gpu, all_sms)?;

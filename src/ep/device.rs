@@ -138,10 +138,6 @@ pub fn one_cta_per_sm(gpu: &Gpu, f: &CudaFunction, need: u32) -> Result<u32> {
     Ok(smem)
 }
 
-pub fn sm_count(gpu: &Gpu) -> Result<u32> {
-    Ok(gpu.ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32)
-}
-
 /// This rank's inputs for one token count: tokens (BF16), the rows dispatch sends (the BF16
 /// tokens, or their FP8 quantization), routing, and the combined output.
 pub struct Inputs {

@@ -11,7 +11,7 @@ use crate::bootstrap::Bootstrap;
 use crate::cuda::Gpu;
 use crate::driver::{self, Benchmark, Output, RankCtx};
 use crate::ep::bench::Phases;
-use crate::ep::device::{sm_count, Checks};
+use crate::ep::device::Checks;
 use crate::ep::metrics::{Mode, Phase};
 use crate::ep::reference::Layout as EpLayout;
 use crate::ep::routing::{Generator, RoutingSpec};
@@ -80,7 +80,7 @@ impl Benchmark for Config {
 
     fn check_gpu(&self, gpu: &Gpu) -> Result<()> {
         if matches!(self.fg, Foreground::Ep { .. }) {
-            let sms = sm_count(gpu)?;
+            let sms = gpu.sm_count()?;
             if self.ctas > sms {
                 return Err(Error::usage(
                     format!("-V {} asks for more CTAs than the GPU's {sms} SMs", self.ctas),

@@ -1,5 +1,6 @@
 //! `auto` (-D 6): the best NVLink impl per size: nvl-ll for small blocks, nvl-ll128 for mid
-//! sizes, nvl for large.
+//! sizes, nvl for large, and with one peer the copy engines (nvl-ce) for the largest.
+use super::ce::Ce;
 use super::nvl::{Kind, Nvl};
 use super::{Impl, InPlace, Rank};
 use crate::error::Result;
@@ -11,44 +12,68 @@ const LL_MAX_BYTES_PER_PEER: u64 = 64 << 10;
 /// nvl-ll128 saves the barriers but moves data more slowly. On 2×H200 it is ahead up to 1 MB
 /// per peer, level at 2 MB and behind at 4 MB (results/h200x2/ll128/).
 const LL128_MAX_EGRESS: u64 = 2 << 20;
+/// With a single peer, the copy engines from this block size: there they reach the link ceiling
+/// (2×H200: 387 GB/s busbw at 1 GB per peer, 378 at 256 MB, against nvl's 366 and 362; behind
+/// it at 64 MB), while in the all-to-all pattern of more GPUs they reach half of it
+/// (results/h200x2/nvl-mix/, results/h200x4/ceiling.json).
+const CE_MIN_BYTES_ONE_PEER: u64 = 256 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Tier {
+    Ll,
+    Ll128,
+    Push,
+    CopyEngines,
+}
 
 pub struct Auto {
     ll: Nvl,
     ll128: Nvl,
-    big: Nvl,
+    push: Nvl,
+    /// Made only with one peer.
+    ce: Option<Ce>,
     remote_peers: u64,
 }
 
 impl Auto {
     pub fn new(r: &Rank) -> Result<std::result::Result<Auto, String>> {
-        // Every rank gets the same answers (one LSA team or not), so all skip together.
+        // Every rank gets the same answers (one LSA team or not, the rank count), so all make the
+        // same impls or skip together.
         let make = |kind| Nvl::new(kind, r);
-        let (ll, ll128, big) = match (make(Kind::LowLatency)?, make(Kind::LowLatency128)?, make(Kind::Vector)?) {
-            (Ok(ll), Ok(ll128), Ok(big)) => (ll, ll128, big),
+        let (ll, ll128, push) = match (make(Kind::LowLatency)?, make(Kind::LowLatency128)?, make(Kind::Vector)?) {
+            (Ok(ll), Ok(ll128), Ok(push)) => (ll, ll128, push),
             (Err(why), ..) | (_, Err(why), _) | (_, _, Err(why)) => return Ok(Err(why)),
         };
-        Ok(Ok(Auto { ll, ll128, big, remote_peers: (r.boot.size() as u64).saturating_sub(1) }))
+        let remote_peers = (r.boot.size() as u64).saturating_sub(1);
+        let ce = match remote_peers {
+            1 => Some(Ce::new(r)?.map_err(crate::error::Error::internal)?),
+            _ => None,
+        };
+        Ok(Ok(Auto { ll, ll128, push, ce, remote_peers }))
     }
 
-    fn pick(&self, bytes_per_peer: u64) -> &Nvl {
-        match tier(bytes_per_peer, self.remote_peers) {
-            Kind::LowLatency => &self.ll,
-            Kind::LowLatency128 => &self.ll128,
-            _ => &self.big,
+    fn pick(&self, bytes_per_peer: u64) -> &dyn Impl {
+        match (tier(bytes_per_peer, self.remote_peers), &self.ce) {
+            (Tier::Ll, _) => &self.ll,
+            (Tier::Ll128, _) => &self.ll128,
+            (Tier::CopyEngines, Some(ce)) => ce,
+            _ => &self.push,
         }
     }
 }
 
-/// The kind auto sends `bytes_per_peer` with, to each of `remote_peers`.
-fn tier(bytes_per_peer: u64, remote_peers: u64) -> Kind {
+/// The tier auto sends `bytes_per_peer` with, to each of `remote_peers`.
+fn tier(bytes_per_peer: u64, remote_peers: u64) -> Tier {
     if bytes_per_peer <= LL_MAX_BYTES_PER_PEER.min(Kind::LowLatency.max_bytes_per_peer()) {
-        Kind::LowLatency
+        Tier::Ll
     } else if bytes_per_peer * remote_peers <= LL128_MAX_EGRESS
         && bytes_per_peer <= Kind::LowLatency128.max_bytes_per_peer()
     {
-        Kind::LowLatency128
+        Tier::Ll128
+    } else if remote_peers == 1 && bytes_per_peer >= CE_MIN_BYTES_ONE_PEER {
+        Tier::CopyEngines
     } else {
-        Kind::Vector
+        Tier::Push
     }
 }
 
@@ -66,15 +91,18 @@ impl Impl for Auto {
 mod tests {
     use super::*;
     #[test]
-    fn tiers_follow_block_and_egress() {
-        assert_eq!(tier(8, 3), Kind::LowLatency);
-        assert_eq!(tier(64 << 10, 7), Kind::LowLatency);
-        assert_eq!(tier((64 << 10) + 16, 1), Kind::LowLatency128);
+    fn tiers_follow_block_egress_and_peers() {
+        assert_eq!(tier(8, 3), Tier::Ll);
+        assert_eq!(tier(64 << 10, 7), Tier::Ll);
+        assert_eq!(tier((64 << 10) + 16, 1), Tier::Ll128);
         // 2 MB leaving the GPU: 2 MB to one peer, 682 KB to each of three.
-        assert_eq!(tier(2 << 20, 1), Kind::LowLatency128);
-        assert_eq!(tier((2 << 20) + 16, 1), Kind::Vector);
-        assert_eq!(tier(512 << 10, 3), Kind::LowLatency128);
-        assert_eq!(tier(1 << 20, 3), Kind::Vector);
-        assert_eq!(tier(1 << 30, 3), Kind::Vector);
+        assert_eq!(tier(2 << 20, 1), Tier::Ll128);
+        assert_eq!(tier((2 << 20) + 16, 1), Tier::Push);
+        assert_eq!(tier(512 << 10, 3), Tier::Ll128);
+        assert_eq!(tier(1 << 20, 3), Tier::Push);
+        // The copy engines only for one peer and large blocks.
+        assert_eq!(tier((256 << 20) - 16, 1), Tier::Push);
+        assert_eq!(tier(256 << 20, 1), Tier::CopyEngines);
+        assert_eq!(tier(1 << 30, 3), Tier::Push);
     }
 }

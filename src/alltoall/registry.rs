@@ -135,7 +135,7 @@ pub const IMPLS: &[ImplInfo] = &[
         name: "auto",
         needs_window: true,
         gin: None,
-        about: "per size: nvl-ll for small blocks, nvl-ll128 for mid sizes, nvl for large",
+        about: "per size: nvl-ll for small blocks, nvl-ll128 for mid sizes, nvl for large (nvl-ce from 256 MB with one peer)",
         make: |r| boxed(auto::Auto::new(r)),
     },
 ];

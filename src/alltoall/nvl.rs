@@ -69,16 +69,6 @@ impl Kind {
             _ => u64::MAX,
         }
     }
-
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Simple => "nvl-simple",
-            Kind::Vector => "nvl",
-            Kind::Pull => "nvl-pull",
-            Kind::LowLatency => "nvl-ll",
-            Kind::LowLatency128 => "nvl-ll128",
-        }
-    }
 }
 
 /// nvl-ll's and nvl-ll128's staging window and per-CTA launch counters.
@@ -139,7 +129,7 @@ impl Impl for Nvl {
     fn unsupported(&self, bytes_per_peer: u64) -> Option<String> {
         let max = self.max_bytes_per_peer();
         (bytes_per_peer > max)
-            .then(|| format!("{} carries at most {max} bytes per peer (use nvl or auto above)", self.kind.name()))
+            .then(|| format!("this impl carries at most {max} bytes per peer (use nvl or auto above)"))
     }
 
     fn in_place(&self, _: u64) -> InPlace {

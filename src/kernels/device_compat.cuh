@@ -50,6 +50,19 @@ __device__ inline void gb_rebase_gin_barriers(ncclDevComm const& dc, int n) {
 __device__ __forceinline__ uint64_t gb_tid() { return uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ uint64_t gb_nthreads() { return uint64_t(gridDim.x) * blockDim.x; }
 
+// Per-CTA launch epochs kept in device memory, so a captured CUDA graph replays correctly:
+// epochs[blockIdx.x] holds the CTA's last launch; this launch is that + 1. Every rank must keep
+// the same grid for a given array.
+__device__ inline uint32_t gb_begin_epoch(const uint32_t* epochs) {
+  __shared__ uint32_t s_epoch;
+  if (threadIdx.x == 0) s_epoch = epochs[blockIdx.x] + 1;
+  __syncthreads();
+  return s_epoch;
+}
+__device__ inline void gb_end_epoch(uint32_t* epochs, uint32_t epoch) {
+  if (threadIdx.x == 0) epochs[blockIdx.x] = epoch;
+}
+
 // 16-byte stores and loads at system scope, relaxed: a 16-byte access is delivered whole over
 // NVLink, which the flag-in-data protocol relies on.
 __device__ __forceinline__ void gb_st_relaxed_sys_v4(uint4* p, uint4 v) {

@@ -212,15 +212,8 @@ __device__ __forceinline__ int red_segments(int hidden) { return (hidden / 8 + 3
 
 // Per-launch state of a kernel that signals peers: state[0] counts CTA arrivals over all
 // launches, state[1 + b] is CTA b's launch epoch (kept on the device, so CUDA graphs replay).
-__device__ __forceinline__ uint32_t begin_epoch(uint32_t* state) {
-  __shared__ uint32_t s_epoch;
-  if (threadIdx.x == 0) s_epoch = state[1 + blockIdx.x] + 1;
-  __syncthreads();
-  return s_epoch;
-}
-__device__ __forceinline__ void end_epoch(uint32_t* state, uint32_t epoch) {
-  if (threadIdx.x == 0) state[1 + blockIdx.x] = epoch;
-}
+__device__ __forceinline__ uint32_t begin_epoch(uint32_t* state) { return gb_begin_epoch(state + 1); }
+__device__ __forceinline__ void end_epoch(uint32_t* state, uint32_t epoch) { gb_end_epoch(state + 1, epoch); }
 // Every CTA calls this once its stores to peers are issued. True in exactly one CTA, the last to
 // arrive; by then every CTA's earlier stores are visible system-wide, so a release store that
 // follows publishes all of them.

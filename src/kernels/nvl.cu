@@ -97,18 +97,15 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 // start launch e + 2 only after receiving launch e + 1 from every peer, which each peer sends
 // only after it finished launch e, i.e. after it consumed buffer e % 2.
 //
-// The flag lives in device memory per CTA (epochs[blockIdx.x]), advanced by each launch, so a
-// captured CUDA graph replays correctly; every rank must keep the same grid for a given state.
+// The flag is the CTA's launch epoch, kept in device memory (gb_begin_epoch), so a captured CUDA
+// graph replays correctly; every rank must keep the same grid for a given state.
 //
 // In place works: the thread that sends line (p, l) is the one that later writes received line
 // (p, l) to the same address, so it reads the input before overwriting it.
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_nvl_ll(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
               ncclWindow_t llwin, size_t cap, uint32_t* epochs, ncclDevComm dc) {
-  __shared__ uint32_t s_flag;
-  if (threadIdx.x == 0) s_flag = epochs[blockIdx.x] + 1;
-  __syncthreads();
-  const uint32_t flag = s_flag;
+  const uint32_t flag = gb_begin_epoch(epochs);
   const size_t buf = flag & 1;
   const int me = dc.lsaRank, n = dc.lsaSize;
   const size_t lines = bytes / 8;  // per peer
@@ -133,8 +130,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     } while (v.y != flag || v.w != flag);
     dst[g] = make_uint2(v.x, v.z);
   }
-  __syncthreads();
-  if (threadIdx.x == 0) epochs[blockIdx.x] = flag;
+  gb_end_epoch(epochs, flag);
 }
 
 // nvl-ll128 (-D 11): mid sizes without a barrier, in the spirit of NCCL's LL128. A warp stores 512
@@ -161,10 +157,7 @@ __device__ void nvl_ll128(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t rec
                           ncclWindow_t llwin, size_t cap, uint32_t* epochs, ncclDevComm const& dc) {
   using namespace ll128;
   if (bytes == 0) return;  // the same on every rank: nothing sent, no epoch used
-  __shared__ uint32_t s_flag;
-  if (threadIdx.x == 0) s_flag = epochs[blockIdx.x] + 1;
-  __syncthreads();
-  const uint32_t flag = s_flag;
+  const uint32_t flag = gb_begin_epoch(epochs);
   const size_t buf = flag & 1;
   const int me = dc.lsaRank, n = dc.lsaSize;
 
@@ -252,8 +245,7 @@ __device__ void nvl_ll128(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t rec
       }
     }
   }
-  __syncthreads();
-  if (threadIdx.x == 0) epochs[blockIdx.x] = flag;
+  gb_end_epoch(epochs, flag);
 }
 
 extern "C" __global__ void __launch_bounds__(GB_THREADS)

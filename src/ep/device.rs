@@ -195,7 +195,7 @@ impl Inputs {
 }
 
 /// The deterministic layout (counts and positions per expert and per destination rank), two
-/// kernels; used by the host impl and nvl HT.
+/// kernels; used by the host impl and the HT impls.
 pub struct LayoutBufs {
     pub chunk_cnt: Buf,
     pub chunk_base: Buf,
@@ -203,14 +203,26 @@ pub struct LayoutBufs {
     pub tok_local: Buf,
     pub totals: Buf,
     pub expert_off: Buf,
+    /// The scan's arrivals; its last CTA resets it.
+    ticket: Buf,
     chunks_fn: CudaFunction,
     scan_fn: CudaFunction,
+    /// Warps per CTA of the chunks kernel: each keeps E mask words in shared memory.
+    chunk_warps: u32,
 }
+
+/// Shared memory the chunks kernel may take per CTA (a warp needs 4 bytes per expert).
+const LAYOUT_SMEM: u32 = 96 * 1024;
 
 impl LayoutBufs {
     pub fn new(gpu: &Gpu, a: &Args) -> Result<LayoutBufs> {
         let (t, k, r, e) = (a.max_tokens as usize, a.topk as usize, a.ranks as usize, a.experts as usize);
         let chunks = t.div_ceil(CHUNK);
+        let chunks_fn = gpu.function("ep", "gb_ep_layout_chunks")?;
+        let chunk_warps = (LAYOUT_SMEM / (4 * e as u32)).clamp(1, THREADS / 32);
+        let smem = chunk_warps * 4 * e as u32;
+        chunks_fn
+            .set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)?;
         Ok(LayoutBufs {
             chunk_cnt: Buf::zeros(gpu, chunks * (e + r) * 4)?,
             chunk_base: Buf::zeros(gpu, chunks * (e + r) * 4)?,
@@ -218,20 +230,30 @@ impl LayoutBufs {
             tok_local: Buf::zeros(gpu, t * r * 4)?,
             totals: Buf::zeros(gpu, (e + r) * 4)?,
             expert_off: Buf::zeros(gpu, (e + 1) * 4)?,
-            chunks_fn: gpu.function("ep", "gb_ep_layout_chunks")?,
+            ticket: Buf::zeros(gpu, 4)?,
+            chunks_fn,
             scan_fn: gpu.function("ep", "gb_ep_layout_scan")?,
+            chunk_warps,
         })
     }
 
+    /// Both kernels on at most `ctas` CTAs.
     pub fn launch(&self, gpu: &Gpu, a: &Args, idx: u64, ctas: u32) -> Result<()> {
-        let chunks = (a.tokens as usize).div_ceil(CHUNK) as u32;
+        let chunks = (a.tokens as u32).div_ceil(CHUNK as u32);
         let keys = (a.experts + a.ranks) as u32;
+        let w = self.chunk_warps;
         let mut b = gpu.stream.launch_builder(&self.chunks_fn);
         b.arg(&idx).arg(a).arg(&self.chunk_cnt.ptr).arg(&self.sel_local.ptr).arg(&self.tok_local.ptr);
-        unsafe { b.launch(grid(ctas.min(chunks), keys * 4)) }?;
+        let cfg = LaunchConfig {
+            grid_dim: (ctas.min(chunks.div_ceil(w)).max(1), 1, 1),
+            block_dim: (32 * w, 1, 1),
+            shared_mem_bytes: w * 4 * a.experts as u32,
+        };
+        unsafe { b.launch(cfg) }?;
         let mut b = gpu.stream.launch_builder(&self.scan_fn);
         b.arg(&self.chunk_cnt.ptr).arg(a).arg(&self.chunk_base.ptr).arg(&self.totals.ptr).arg(&self.expert_off.ptr);
-        unsafe { b.launch(LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 }) }?;
+        b.arg(&self.ticket.ptr);
+        unsafe { b.launch(grid(ctas.min(keys.div_ceil(THREADS / 32)), 0)) }?;
         Ok(())
     }
 }

@@ -70,6 +70,8 @@ pub const FP8_GROUP: usize = 128;
 pub const MAX_TOPK: usize = 15;
 /// Largest tokens per rank: the descriptor keeps the token index in 16 bits.
 pub const MAX_TOKENS: usize = 65535;
+/// Most experts: the layout kernel keeps a 4-byte mask per expert in shared memory.
+pub const MAX_EXPERTS: usize = 16384;
 
 impl Shape {
     /// Check the shape against `ranks`: experts split evenly, hidden in whole FP8 groups.
@@ -86,6 +88,9 @@ impl Shape {
         }
         if self.topk > self.experts {
             return bad(format!("--topk {} exceeds --experts {}", self.topk, self.experts), "choose topk <= experts");
+        }
+        if self.experts > MAX_EXPERTS {
+            return bad(format!("--experts {} exceeds {MAX_EXPERTS}", self.experts), "use fewer experts");
         }
         if ranks > 0 && !self.experts.is_multiple_of(ranks) {
             return bad(
@@ -138,6 +143,8 @@ mod tests {
         assert!(Shape { hidden: 100, ..d }.validate(4).is_err());
         assert!(Shape { topk: 16, ..d }.validate(4).is_err());
         assert!(Shape { topk: 9, experts: 8, hidden: 128 }.validate(1).is_err());
+        assert!(Shape { experts: MAX_EXPERTS + 1, ..d }.validate(1).is_err());
+        assert!(Shape { experts: MAX_EXPERTS, ..d }.validate(1).is_ok());
         assert_eq!(d.local_experts(4), 64);
     }
 }

@@ -39,84 +39,100 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS) gb_ep_quantize(const __
   }
 }
 
-// Deterministic layout, pass 1: per chunk of EP_CHUNK tokens, counts per key (E experts, then R
-// ranks), each selection's rank among the chunk's selections of its expert, and each token's
-// rank among the chunk's tokens bound for rank d (-1: not bound there). Shared: E + R ints.
+// Deterministic layout, pass 1: a warp per chunk of EP_CHUNK (= 32) tokens, lane i holding the
+// chunk's token i. Per chunk: counts per key (E experts, then R ranks); each selection's rank
+// among the chunk's selections of its expert; each token's rank among the chunk's tokens bound
+// for rank d (-1: not bound there). A token's top-k experts are distinct, so a selection's rank
+// is the number of earlier tokens that chose the same expert: the warp ORs each token's bit into
+// a per-expert mask (shared memory, E words per warp) and counts with popc. Chunks are
+// independent, so all of them run at once instead of one after another per CTA.
+static_assert(EP_CHUNK == 32, "the layout kernel maps a chunk's tokens to a warp's lanes");
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_ep_layout_chunks(const int* idx, EpArgs a, int* chunk_cnt, int* sel_local, int* tok_local) {
-  extern __shared__ int cnt[];
-  __shared__ int s_idx[EP_CHUNK * 16];
-  __shared__ unsigned long long s_mask[EP_CHUNK];  // ranks each token goes to (R <= 64 here)
-  const int K = a.topk, R = a.ranks, keys = a.experts + R;
+  extern __shared__ unsigned tok_mask[];  // [warps in the CTA][E]: tokens of the chunk per expert
+  const int K = a.topk, R = a.ranks, E = a.experts, keys = E + R, lane = threadIdx.x & 31;
+  unsigned* mask = tok_mask + size_t(threadIdx.x >> 5) * E;
+  for (int e = lane; e < E; e += 32) mask[e] = 0;
+  const unsigned before = (1u << lane) - 1;
   const int chunks = (a.tokens + EP_CHUNK - 1) / EP_CHUNK;
-  for (int c = blockIdx.x; c < chunks; c += gridDim.x) {
-    const int t0 = c * EP_CHUNK, nt = min(EP_CHUNK, a.tokens - t0), nsel = nt * K;
-    __syncthreads();
-    for (int i = threadIdx.x; i < nsel; i += blockDim.x) s_idx[i] = idx[size_t(t0) * K + i];
-    for (int i = threadIdx.x; i < keys; i += blockDim.x) cnt[i] = 0;
-    __syncthreads();
-    for (int tt = threadIdx.x; tt < nt; tt += blockDim.x) {
-      unsigned long long m = 0;
-      for (int k = 0; k < K; k++)
-        if (s_idx[tt * K + k] >= 0) m |= 1ull << (s_idx[tt * K + k] / a.local);
-      s_mask[tt] = m;
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < nsel; i += blockDim.x) {
-      const int e = s_idx[i];
-      int r = -1;
+  for (int c = warp_id(); c < chunks; c += warp_count()) {
+    const int t = c * EP_CHUNK + lane;
+    const bool valid = t < a.tokens;
+    unsigned long long ranks = 0;  // ranks this token goes to (R <= 64 here)
+    __syncwarp();
+    for (int k = 0; k < K; k++) {
+      const int e = valid ? idx[size_t(t) * K + k] : -1;
       if (e >= 0) {
-        r = 0;
-        for (int j = 0; j < i; j++) r += s_idx[j] == e;
-        atomicAdd(&cnt[e], 1);
+        atomicOr(&mask[e], 1u << lane);
+        ranks |= 1ull << (e / a.local);
       }
-      sel_local[size_t(t0) * K + i] = r;
     }
-    for (int i = threadIdx.x; i < nt * R; i += blockDim.x) {
-      const int tt = i / R, d = i % R;
-      int r = -1;
-      if (d < 64 && (s_mask[tt] >> d & 1)) {
-        r = 0;
-        for (int u = 0; u < tt; u++) r += int(s_mask[u] >> d & 1);
-        atomicAdd(&cnt[a.experts + d], 1);
-      }
-      tok_local[size_t(t0 + tt) * R + d] = r;
+    __syncwarp();
+    for (int k = 0; k < K; k++) {
+      const int e = valid ? idx[size_t(t) * K + k] : -1;
+      if (valid) sel_local[size_t(t) * K + k] = e >= 0 ? __popc(mask[e] & before) : -1;
     }
-    __syncthreads();
-    for (int i = threadIdx.x; i < keys; i += blockDim.x) chunk_cnt[size_t(c) * keys + i] = cnt[i];
+    __syncwarp();
+    int* cnt = chunk_cnt + size_t(c) * keys;
+    for (int e = lane; e < E; e += 32) {
+      cnt[e] = __popc(mask[e]);
+      mask[e] = 0;
+    }
+    for (int d = 0; d < R; d++) {
+      const bool here = d < 64 && (ranks >> d & 1);
+      const unsigned b = __ballot_sync(~0u, here);
+      if (valid) tok_local[size_t(t) * R + d] = here ? __popc(b & before) : -1;
+      if (lane == 0) cnt[E + d] = __popc(b);
+    }
   }
 }
 
-// Pass 2 (one CTA): each chunk's base per key (a warp per key scans the chunks 32 at a time),
-// totals per key, and each expert's first row in expert order (expert_off[E] = all selections).
-extern "C" __global__ void gb_ep_layout_scan(const int* chunk_cnt, EpArgs a, int* chunk_base, int* totals,
-                                             int* expert_off) {
+// Pass 2: a warp per key gives each chunk its base (lane i sums a contiguous run of chunks, the
+// warp scans the 32 sums, lane i writes its run's bases) and the key's total; the last CTA to
+// finish (ticket) takes each expert's first row in expert order (expert_off[E] = all selections).
+// The loads of a run are independent, so a key costs two rounds of loads, not one per 32 chunks.
+extern "C" __global__ void __launch_bounds__(GB_THREADS)
+    gb_ep_layout_scan(const int* chunk_cnt, EpArgs a, int* chunk_base, int* totals, int* expert_off,
+                      unsigned* ticket) {
   const int keys = a.experts + a.ranks, chunks = (a.tokens + EP_CHUNK - 1) / EP_CHUNK;
-  const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-  for (int key = threadIdx.x >> 5; key < keys; key += warps) {
-    int run = 0;
-    for (int c0 = 0; c0 < chunks; c0 += 32) {
-      const int c = c0 + lane;
-      const int v = c < chunks ? chunk_cnt[size_t(c) * keys + key] : 0;
-      int incl = v;
+  const int lane = threadIdx.x & 31, per = (chunks + 31) / 32;
+  const int c0 = min(chunks, lane * per), c1 = min(chunks, c0 + per);
+  for (int key = warp_id(); key < keys; key += warp_count()) {
+    int sum = 0;
+#pragma unroll 4
+    for (int c = c0; c < c1; c++) sum += chunk_cnt[size_t(c) * keys + key];
+    int incl = sum;
 #pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const int u = __shfl_up_sync(~0u, incl, o);
-        if (lane >= o) incl += u;
-      }
-      if (c < chunks) chunk_base[size_t(c) * keys + key] = run + incl - v;
-      run += __shfl_sync(~0u, incl, 31);
+    for (int o = 1; o < 32; o <<= 1) {
+      const int u = __shfl_up_sync(~0u, incl, o);
+      if (lane >= o) incl += u;
     }
-    if (lane == 0) totals[key] = run;
+    int run = incl - sum;
+#pragma unroll 4
+    for (int c = c0; c < c1; c++) {
+      chunk_base[size_t(c) * keys + key] = run;
+      run += chunk_cnt[size_t(c) * keys + key];
+    }
+    if (lane == 31) totals[key] = incl;
+  }
+
+  // The last CTA: exclusive prefix of the expert totals, blockDim.x at a time (per-warp scans,
+  // then warp sums). It resets the ticket for the next launch.
+  __shared__ bool s_last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    s_last = atomicAdd(ticket, 1u) == gridDim.x - 1;
   }
   __syncthreads();
-  // Exclusive prefix of the expert totals, 1024 at a time: per-warp scans, then warp sums.
-  __shared__ int warp_sum[32];
+  if (!s_last) return;
+  __threadfence();
+  __shared__ int warp_sum[GB_THREADS / 32];
   __shared__ int carry;
   if (threadIdx.x == 0) carry = 0;
   for (int e0 = 0; e0 < a.experts; e0 += blockDim.x) {
     const int e = e0 + threadIdx.x;
-    const int v = e < a.experts ? totals[e] : 0;
+    const int v = e < a.experts ? ((volatile int*)totals)[e] : 0;
     int incl = v;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
@@ -133,7 +149,10 @@ extern "C" __global__ void gb_ep_layout_scan(const int* chunk_cnt, EpArgs a, int
     if (threadIdx.x == blockDim.x - 1) carry = before + incl;
   }
   __syncthreads();
-  if (threadIdx.x == 0) expert_off[a.experts] = carry;
+  if (threadIdx.x == 0) {
+    expert_off[a.experts] = carry;
+    *ticket = 0;
+  }
 }
 
 // Row of selection (t, k) of expert e in expert order.
@@ -418,26 +437,20 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
                       const int* chunk_base, const int* offs, ncclWindow_t recv, size_t meta_off, int meta_bytes,
                       ncclWindow_t ctrl, size_t flags_off, uint32_t* state, ncclDevComm dc) {
   const uint32_t epoch = begin_epoch(state);
-  const int lane = threadIdx.x & 31, R = a.ranks, K = a.topk, keys = a.experts + R;
+  const int lane = threadIdx.x & 31, R = a.ranks, keys = a.experts + R;
   for (int t = warp_id(); t < a.tokens; t += warp_count()) {
     // Destinations in groups of 32, lane j holding destination d0 + j: the row is read once
     // per group and written to all of them.
     for (int d0 = 0; d0 < R; d0 += 32) {
       const int d = d0 + lane;
-      uint8_t* dst = nullptr;
+      uint8_t *dst = nullptr, *meta = nullptr;
       const int p = d < R ? tok_local[size_t(t) * R + d] : -1;
       if (p >= 0) {
         const size_t r = size_t(offs[d]) + chunk_base[size_t(t / EP_CHUNK) * keys + a.experts + d] + p;
         dst = (uint8_t*)ncclGetLsaPointer(recv, r * a.row, d);
-        uint8_t* meta = (uint8_t*)ncclGetLsaPointer(recv, meta_off + r * meta_bytes, d);
-        *(uint32_t*)meta = gb_ep_desc(a.rank, t, 0);
-        for (int k = 0; k < K; k++) {
-          const int e = idx[t * K + k];
-          const bool here = e >= 0 && e / a.local == d;
-          ((int*)(meta + 4))[k] = here ? e % a.local : -1;
-          ((float*)(meta + 4 + 4 * K))[k] = here ? w[t * K + k] : 0.f;
-        }
+        meta = (uint8_t*)ncclGetLsaPointer(recv, meta_off + r * meta_bytes, d);
       }
+      warp_ht_meta(meta, d0, a, idx, w, t, meta_bytes, lane);
       warp_send(dst, x + size_t(t) * a.row, a.row, lane);
     }
   }

@@ -164,6 +164,42 @@ __device__ __forceinline__ void warp_send(uint8_t* my_dst, const void* src, int 
   }
 }
 
+// HT metadata row of token t (`mb` bytes, a multiple of 16): descriptor, K local expert indices
+// (-1: not at that rank), K weights (0 there), zero padding. Lane j holds where destination
+// d0 + j takes it (null: none); the warp writes one destination's row at a time, as mb / 16
+// 16-byte stores of its first lanes, instead of 2K + 1 scalar stores from one lane.
+__device__ __forceinline__ void warp_ht_meta(uint8_t* my_meta, int d0, const EpArgs& a, const int* idx,
+                                             const float* w, int t, int mb, int lane) {
+  const int K = a.topk;
+  const int e = lane < K ? idx[t * K + lane] : -1;
+  const float wt = lane < K ? w[t * K + lane] : 0.f;
+  // Word i = 4 x lane + q holds selection i - 1's index (1 <= i <= K) or selection i - 1 - K's
+  // weight (K < i <= 2K).
+  int ei[4], ew[4];
+  float ww[4];
+#pragma unroll
+  for (int q = 0; q < 4; q++) {
+    const int i = 4 * lane + q;
+    ei[q] = __shfl_sync(~0u, e, (i - 1) & 31);
+    ew[q] = __shfl_sync(~0u, e, (i - 1 - K) & 31);
+    ww[q] = __shfl_sync(~0u, wt, (i - 1 - K) & 31);
+  }
+  for (unsigned m = __ballot_sync(~0u, my_meta != nullptr); m; m &= m - 1) {
+    const int j = __ffs(m) - 1, d = d0 + j;
+    uint4* meta = (uint4*)__shfl_sync(~0u, (unsigned long long)my_meta, j);
+    uint32_t word[4];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+      const int i = 4 * lane + q;
+      if (i == 0) word[q] = gb_ep_desc(a.rank, t, 0);
+      else if (i <= K) word[q] = ei[q] >= 0 && ei[q] / a.local == d ? ei[q] % a.local : -1;
+      else if (i <= 2 * K) word[q] = ew[q] >= 0 && ew[q] / a.local == d ? __float_as_uint(ww[q]) : 0u;
+      else word[q] = 0;
+    }
+    if (lane < mb / 16) meta[lane] = make_uint4(word[0], word[1], word[2], word[3]);
+  }
+}
+
 // Weighted sum of up to 32 BF16 rows into `out` (fp32 accumulation, BF16 result): lane j holds
 // source row j (null: none) and its weight. The warp covers vectors [v0, v0 + 32 x EP_RED) of
 // the row, EP_RED independent loads per lane and source, so that a few tokens still keep many

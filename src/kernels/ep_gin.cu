@@ -283,7 +283,7 @@ template <bool HYBRID, class Net>
 __device__ void ht_dispatch(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const EpIo& io, const EpGinBufs& b) {
   const uint32_t epoch = begin_epoch(b.state), par = epoch & 1;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  const int R = a.ranks, K = a.topk, mb = b.meta_bytes;
+  const int R = a.ranks, mb = b.meta_bytes;
   const int chunks = (a.tokens + EP_CHUNK - 1) / EP_CHUNK;
   auto send_row = [&](int d, size_t q) { return (size_t(d) * a.max_tokens + q); };
   for (int c = blockIdx.x; c < chunks; c += gridDim.x) {
@@ -291,10 +291,9 @@ __device__ void ht_dispatch(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const 
     for (int t = t0 + warp; t < t1; t += warps) {
       for (int d0 = 0; d0 < R; d0 += 32) {  // lane j: destination d0 + j
         const int d = d0 + lane;
-        uint8_t* dst = nullptr;
+        uint8_t *dst = nullptr, *meta = nullptr;
         if (d < R && b.tok_local[size_t(t) * R + d] >= 0) {
           const size_t q = ht_position(a, b, t, d);
-          uint8_t* meta;
           if (P.lsa(d)) {
             const size_t r = b.offs[d] + q;
             dst = (uint8_t*)P.lsa_ptr(b.recv, r * a.row, d);
@@ -303,14 +302,8 @@ __device__ void ht_dispatch(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const 
             dst = (uint8_t*)ncclGetLocalPointer(b.send, send_row(d, q) * a.row);
             meta = (uint8_t*)ncclGetLocalPointer(b.send, b.send_meta_off + send_row(d, q) * mb);
           }
-          *(uint32_t*)meta = gb_ep_desc(a.rank, t, 0);
-          for (int k = 0; k < K; k++) {
-            const int e = io.idx[t * K + k];
-            const bool here = e >= 0 && e / a.local == d;
-            ((int*)(meta + 4))[k] = here ? e % a.local : -1;
-            ((float*)(meta + 4 + 4 * K))[k] = here ? io.w[t * K + k] : 0.f;
-          }
         }
+        warp_ht_meta(meta, d0, a, io.idx, io.w, t, mb, lane);
         warp_send(dst, io.x + size_t(t) * a.row, a.row, lane);
       }
     }

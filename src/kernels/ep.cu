@@ -251,19 +251,19 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   }
 }
 
-// Weighted sum of each token's expert outputs; work items (token, segment) as in warp_reduce.
+// Weighted sum of each token's expert outputs (reduce_tokens).
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_ep_unpermute(EpArgs a, const int* idx, const float* w, const int* sel_local, const int* chunk_base,
                     const int* expert_off, const __nv_bfloat16* y, __nv_bfloat16* out) {
-  const int lane = threadIdx.x & 31, segs = red_segments(a.hidden);
-  for (int item = warp_id(); item < a.tokens * segs; item += warp_count()) {
-    const int t = item / segs, seg = item % segs;
-    const int e = lane < a.topk ? idx[t * a.topk + lane] : -1;
-    const __nv_bfloat16* src =
-        e >= 0 ? y + expert_row(a, t, lane, e, sel_local, chunk_base, expert_off) * a.hidden : nullptr;
-    warp_reduce(out + size_t(t) * a.hidden, src, e >= 0 ? w[t * a.topk + lane] : 0.f, a.hidden / 8,
-                seg * 32 * EP_RED, lane);
-  }
+  reduce_tokens(
+      out, a.tokens, a.hidden,
+      [&](int t) {
+        const int lane = threadIdx.x & 31, e = lane < a.topk ? idx[t * a.topk + lane] : -1;
+        if (e < 0) return TokenSource{nullptr, 0.f};
+        return TokenSource{y + expert_row(a, t, lane, e, sel_local, chunk_base, expert_off) * a.hidden,
+                           w[t * a.topk + lane]};
+      },
+      [] {}, threadIdx.x & 31);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -288,21 +288,24 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_ep_ll_dispatch(EpArgs a, const int* idx, const uint8_t* x, ncclWindow_t stage_win, ncclWindow_t ctrl,
                       size_t counts_off, uint32_t* state, uint32_t* sent, int* sel_slot, uint8_t* out,
                       uint32_t* src_info, int* recv_count, size_t ranges_off, ncclDevComm dc) {
-  const uint32_t epoch = begin_epoch(state), par = epoch & 1;
   const int lane = threadIdx.x & 31, L = a.local, R = a.ranks, T = a.max_tokens;
-  const size_t rows_bytes = 2 * size_t(R) * T * a.row;
-  auto row_off = [&](int src, int t) { return (size_t(par * R + src) * T + t) * a.row; };
-  auto desc_off = [&](int le, int src) { return rows_bytes + (size_t(par * L + le) * R + src) * T * 4; };
-  auto count_off = [&](int le, int src) { return counts_off + (size_t(par * L + le) * R + src) * 8; };
-
   // Parts per row: enough for every warp to have one, none shorter than one round of
   // warp_send's loads (32 x EP_UNROLL vectors), each a whole number of 32-vector lines.
   const int vecs = a.row / 16, round = 32 * EP_UNROLL;
   const int parts = max(1, min(warp_count() / max(1, a.tokens), (vecs + round - 1) / round));
   const int part_vecs = ((vecs + parts - 1) / parts + 31) / 32 * 32;
-  for (int w = warp_id(); w < a.tokens * parts; w += warp_count()) {
+  // The first item's selections are loaded before the epoch, so that the two loads overlap.
+  const int w0 = warp_id();
+  const int e0 = w0 < a.tokens * parts && lane < a.topk ? idx[w0 / parts * a.topk + lane] : -1;
+  const uint32_t epoch = begin_epoch(state), par = epoch & 1;
+  const size_t rows_bytes = 2 * size_t(R) * T * a.row;
+  auto row_off = [&](int src, int t) { return (size_t(par * R + src) * T + t) * a.row; };
+  auto desc_off = [&](int le, int src) { return rows_bytes + (size_t(par * L + le) * R + src) * T * 4; };
+  auto count_off = [&](int le, int src) { return counts_off + (size_t(par * L + le) * R + src) * 8; };
+
+  for (int w = w0; w < a.tokens * parts; w += warp_count()) {
     const int t = w / parts, q = w % parts;
-    const int e = lane < a.topk ? idx[t * a.topk + lane] : -1;  // lane k: selection k
+    const int e = w == w0 ? e0 : lane < a.topk ? idx[t * a.topk + lane] : -1;  // lane k: selection k
     const int d = e >= 0 ? e / L : -1;
     const unsigned same = __match_any_sync(~0u, d);
     // The first lane bound for a rank sends the row there.
@@ -316,7 +319,19 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     uint8_t* dst = first ? (uint8_t*)ncclGetLsaPointer(stage_win, row_off(a.rank, t), d) + v0 * 16 : nullptr;
     if (nv > 0) warp_send(dst, x + size_t(t) * a.row + v0 * 16, nv * 16, lane);
   }
-  if (last_cta(state, epoch)) {
+  // The counts go out once every sender is done: after the grid's last CTA arrives or, when
+  // every item fell to CTA 0 (a few tokens), after CTA 0's barrier, which saves the grid-wide
+  // fence and atomic. The other CTAs still count their arrival, so that last_cta's arithmetic
+  // holds for later launches.
+  bool publish;
+  if (a.tokens * parts <= int(blockDim.x >> 5)) {
+    __syncthreads();
+    if (threadIdx.x == 0) atomicAdd(&state[0], 1u);
+    publish = blockIdx.x == 0;
+  } else {
+    publish = last_cta(state, epoch);
+  }
+  if (publish) {
     for (int e = threadIdx.x; e < a.experts; e += blockDim.x) {
       const uint32_t n = sent[e];
       sent[e] = 0;
@@ -349,11 +364,13 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 }
 
 // How both pull combines open: CTA 0 tells every rank that this rank's expert output (written
-// before this launch) is ready; every CTA waits until every rank has said so.
-__device__ void ready_exchange(const EpArgs& a, ncclWindow_t ctrl, size_t ready_off, uint32_t epoch) {
-  const FlagPeers all{0, a.ranks, 0};
-  if (blockIdx.x == 0) flag_peers(a, ctrl, ready_off, epoch, all);
-  wait_peers(a, ctrl, ready_off, epoch, all);
+// before this launch) is ready (ready_flag); every CTA waits until every rank has said so
+// (ready_wait, the reductions' opening: the first token's index loads overlap it).
+__device__ void ready_flag(const EpArgs& a, ncclWindow_t ctrl, size_t ready_off, uint32_t epoch) {
+  if (blockIdx.x == 0) flag_peers(a, ctrl, ready_off, epoch, FlagPeers{0, a.ranks, 0});
+}
+__device__ void ready_wait(const EpArgs& a, ncclWindow_t ctrl, size_t ready_off, uint32_t epoch) {
+  wait_peers(a, ctrl, ready_off, epoch, FlagPeers{0, a.ranks, 0});
   __syncthreads();
 }
 
@@ -371,28 +388,19 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   const uint32_t epoch = begin_epoch(state);
   const int lane = threadIdx.x & 31, L = a.local, R = a.ranks, H = a.hidden;
   const size_t cap = size_t(R) * a.max_tokens;
-  ready_exchange(a, ctrl, ready_off, epoch);
+  ready_flag(a, ctrl, ready_off, epoch);
 
-  const int segs = red_segments(H);
-  const int2 span = warp_span(a.tokens * segs);
-  const __nv_bfloat16* src = nullptr;
-  float wk = 0.f;
-  for (int item = span.x, t = -1; item < span.y; item++) {
-    const int seg = item % segs;
-    if (item / segs != t) {  // a new token: its rows at the expert ranks
-      t = item / segs;
-      const int e = lane < a.topk ? idx[t * a.topk + lane] : -1;
-      src = nullptr;
-      if (e >= 0) {
+  reduce_tokens(
+      out, a.tokens, H,
+      [&](int t) {  // the token's rows at the expert ranks
+        const int e = lane < a.topk ? idx[t * a.topk + lane] : -1;
+        if (e < 0) return TokenSource{nullptr, 0.f};
         const int d = e / L, le = e % L;
         const int first = ((const int2*)ncclGetLocalPointer(ctrl, ranges_off))[e].x;
         const size_t r = le * cap + first + sel_slot[t * a.topk + lane];
-        src = (const __nv_bfloat16*)ncclGetLsaPointer(ywin, r * 2 * H, d);
-      }
-      wk = e >= 0 ? w[t * a.topk + lane] : 0.f;
-    }
-    warp_reduce(out + size_t(t) * H, src, wk, H / 8, seg * 32 * EP_RED, lane);
-  }
+        return TokenSource{(const __nv_bfloat16*)ncclGetLsaPointer(ywin, r * 2 * H, d), w[t * a.topk + lane]};
+      },
+      [&] { ready_wait(a, ctrl, ready_off, epoch); }, lane);
   end_epoch(state, epoch);
 }
 
@@ -472,31 +480,24 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
                      uint32_t* state, ncclDevComm dc) {
   const uint32_t epoch = begin_epoch(state);
   const int lane = threadIdx.x & 31, R = a.ranks, H = a.hidden, keys = a.experts + R;
-  ready_exchange(a, ctrl, ready_off, epoch);
+  ready_flag(a, ctrl, ready_off, epoch);
 
-  const int segs = red_segments(H);
-  const int2 span = warp_span(a.tokens * segs);
-  const __nv_bfloat16* src = nullptr;
-  for (int item = span.x, t = -1; item < span.y; item++) {
-    const int seg = item % segs;
-    if (item / segs != t) {  // a new token: its partial rows, one per rank it went to
-      t = item / segs;
-      // Lane k holds rank d of selection k, unless an earlier selection already named d.
-      const int e = lane < a.topk ? idx[t * a.topk + lane] : -1;
-      const int d = e >= 0 ? e / a.local : -1;
-      bool first = d >= 0;
-      for (int j = 0; j < a.topk; j++) {
-        const int dj = __shfl_sync(~0u, d, j);
-        first &= !(j < lane && dj == d);
-      }
-      src = nullptr;
-      if (first) {
+  reduce_tokens(
+      out, a.tokens, H,
+      [&](int t) {  // the token's partial rows, one per rank it went to
+        // Lane k holds rank d of selection k, unless an earlier selection already named d.
+        const int e = lane < a.topk ? idx[t * a.topk + lane] : -1;
+        const int d = e >= 0 ? e / a.local : -1;
+        bool first = d >= 0;
+        for (int j = 0; j < a.topk; j++) {
+          const int dj = __shfl_sync(~0u, d, j);
+          first &= !(j < lane && dj == d);
+        }
+        if (!first) return TokenSource{nullptr, 0.f};
         const size_t r = size_t(offs[d]) + chunk_base[size_t(t / EP_CHUNK) * keys + a.experts + d] +
                          tok_local[size_t(t) * R + d];
-        src = (const __nv_bfloat16*)ncclGetLsaPointer(ywin, r * 2 * H, d);
-      }
-    }
-    warp_reduce(out + size_t(t) * H, src, 1.f, H / 8, seg * 32 * EP_RED, lane);
-  }
+        return TokenSource{(const __nv_bfloat16*)ncclGetLsaPointer(ywin, r * 2 * H, d), 1.f};
+      },
+      [&] { ready_wait(a, ctrl, ready_off, epoch); }, lane);
   end_epoch(state, epoch);
 }

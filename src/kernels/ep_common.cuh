@@ -58,6 +58,18 @@ __device__ __forceinline__ uint32_t wait_tag(const uint64_t* p, uint32_t epoch) 
 }
 __device__ __forceinline__ uint64_t tag(uint32_t epoch, uint32_t v) { return (uint64_t(epoch) << 32) | v; }
 
+__device__ __forceinline__ int warp_id() { return int((blockIdx.x * blockDim.x + threadIdx.x) >> 5); }
+__device__ __forceinline__ int warp_count() { return int((gridDim.x * blockDim.x) >> 5); }
+
+// This warp's share of `items` work items as one contiguous span: items (token, segment) in a span
+// mostly share their token, so a warp resolves a token's source rows (index loads, for LL a
+// remote one) once for several segments, and the spans still differ by one item at most.
+__device__ __forceinline__ int2 warp_span(int items) {
+  const int per = (items + warp_count() - 1) / warp_count();
+  const int i0 = min(items, warp_id() * per);
+  return make_int2(i0, min(items, i0 + per));
+}
+
 // acc[0..8) += w x (8 BF16 values in u).
 __device__ __forceinline__ void accumulate8(float* acc, uint4 u, float w) {
   const __nv_bfloat162* h = (const __nv_bfloat162*)&u;
@@ -201,50 +213,91 @@ __device__ __forceinline__ void warp_ht_meta(uint8_t* my_meta, int d0, const EpA
 }
 
 // Weighted sum of up to 32 BF16 rows into `out` (fp32 accumulation, BF16 result): lane j holds
-// source row j (null: none) and its weight. The warp covers vectors [v0, v0 + 32 x EP_RED) of
-// the row, EP_RED independent loads per lane and source, so that a few tokens still keep many
-// loads in flight (the reduction is latency-bound, not bandwidth-bound).
+// source row j (null: none) and its weight. The warp covers vectors [v0, v0 + 32 x RED) of the
+// row, RED independent loads per lane and source, and issues the loads of up to BATCH sources
+// before accumulating any (RED x BATCH loads in flight per lane), which hides the latency of rows
+// read from peers over NVLink as well as of local ones: the reduction is latency-bound.
 #define EP_RED 4
-#define EP_BATCH 4  // sources whose loads are issued before any is accumulated
+#define EP_BATCH 4
+template <int RED, int BATCH>
 __device__ __forceinline__ void warp_reduce(__nv_bfloat16* out, const __nv_bfloat16* my_src, float my_w, int vecs,
                                             int v0, int lane) {
-  float acc[EP_RED][8] = {};
+  float acc[RED][8] = {};
   unsigned m = __ballot_sync(~0u, my_src != nullptr);
   while (m) {
-    // Up to EP_BATCH sources at once: EP_BATCH x EP_RED loads in flight per lane, which hides
-    // the latency of rows read from peers over NVLink as well as of local ones.
-    uint4 u[EP_BATCH][EP_RED];
-    float wb[EP_BATCH];
+    uint4 u[BATCH][RED];
+    float wb[BATCH];
     int nb = 0;
 #pragma unroll
-    for (int b = 0; b < EP_BATCH; b++) {
+    for (int b = 0; b < BATCH; b++) {
       if (!m) break;
       const int j = __ffs(m) - 1;
       m &= m - 1;
       const uint4* p = (const uint4*)__shfl_sync(~0u, (unsigned long long)my_src, j);
       wb[b] = __shfl_sync(~0u, my_w, j);
 #pragma unroll
-      for (int r = 0; r < EP_RED; r++) {
+      for (int r = 0; r < RED; r++) {
         const int v = v0 + r * 32 + lane;
         if (v < vecs) u[b][r] = p[v];
       }
       nb = b + 1;
     }
 #pragma unroll
-    for (int b = 0; b < EP_BATCH; b++)
+    for (int b = 0; b < BATCH; b++)
       if (b < nb)
 #pragma unroll
-        for (int r = 0; r < EP_RED; r++)
+        for (int r = 0; r < RED; r++)
           if (v0 + r * 32 + lane < vecs) accumulate8(acc[r], u[b][r], wb[b]);
   }
 #pragma unroll
-  for (int r = 0; r < EP_RED; r++) {
+  for (int r = 0; r < RED; r++) {
     const int v = v0 + r * 32 + lane;
     if (v < vecs) ((uint4*)out)[v] = to_bf16x8(acc[r]);
   }
 }
-// Work items of the reductions: (token, segment of 32 x EP_RED vectors).
-__device__ __forceinline__ int red_segments(int hidden) { return (hidden / 8 + 32 * EP_RED - 1) / (32 * EP_RED); }
+// Segments of 32 x RED vectors per row.
+template <int RED>
+__device__ __forceinline__ int red_segments(int hidden) {
+  return (hidden / 8 + 32 * RED - 1) / (32 * RED);
+}
+
+// A lane's source row for one token (null: none) and its weight.
+struct TokenSource {
+  const __nv_bfloat16* row;
+  float w;
+};
+template <int RED, int BATCH, class Sources, class Opening>
+__device__ void reduce_span(__nv_bfloat16* out, int tokens, int hidden, Sources sources, Opening opening, int lane) {
+  const int segs = red_segments<RED>(hidden);
+  const int2 span = warp_span(tokens * segs);
+  TokenSource s{nullptr, 0.f};
+  int t = span.x < span.y ? span.x / segs : -1;
+  if (t >= 0) s = sources(t);
+  opening();
+  for (int item = span.x; item < span.y; item++) {
+    if (item / segs != t) {  // a new token: its sources (index loads, for LL a remote one) once
+      t = item / segs;
+      s = sources(t);
+    }
+    warp_reduce<RED, BATCH>(out + size_t(t) * hidden, s.row, s.w, hidden / 8, (item % segs) * 32 * RED, lane);
+  }
+}
+// Every combine's reduction: out[t] = sum over lanes of w x row, for every token, sources(t)
+// giving the lane's TokenSource. Work items (token, segment) form one contiguous span per warp,
+// so a warp resolves a token's sources once for several segments. The first token's are resolved
+// before opening() (every thread calls it once: what must precede the reads, e.g. waiting for
+// the peers' ready flags), so their loads overlap that wait. When a 32-vector item for every
+// warp covers all tokens, segments are 32 vectors with up to 8 sources at once: more warps share
+// each token, and each waits for one round of loads instead of one per batch of sources. With
+// more tokens, segments are 32 x EP_RED vectors with EP_BATCH sources at once.
+template <class Sources, class Opening>
+__device__ void reduce_tokens(__nv_bfloat16* out, int tokens, int hidden, Sources sources, Opening opening,
+                              int lane) {
+  if (tokens * red_segments<1>(hidden) <= warp_count())
+    reduce_span<1, 8>(out, tokens, hidden, sources, opening, lane);
+  else
+    reduce_span<EP_RED, EP_BATCH>(out, tokens, hidden, sources, opening, lane);
+}
 
 // Per-launch state of a kernel that signals peers: state[0] counts CTA arrivals over all
 // launches, state[1 + b] is CTA b's launch epoch (kept on the device, so CUDA graphs replay).
@@ -299,18 +352,6 @@ __device__ bool flag_all_then_wait(const EpArgs& a, ncclWindow_t ctrl, size_t fl
   return last;
 }
 
-__device__ __forceinline__ int warp_id() { return int((blockIdx.x * blockDim.x + threadIdx.x) >> 5); }
-__device__ __forceinline__ int warp_count() { return int((gridDim.x * blockDim.x) >> 5); }
-
-// This warp's share of `items` work items as one contiguous span: items (token, segment) in a span
-// mostly share their token, so a warp resolves a token's source rows (index loads, for LL a
-// remote one) once for several segments, and the spans still differ by one item at most.
-__device__ __forceinline__ int2 warp_span(int items) {
-  const int per = (items + warp_count() - 1) / warp_count();
-  const int i0 = min(items, warp_id() * per);
-  return make_int2(i0, min(items, i0 + per));
-}
-
 // A received LL row: where its descriptor and its data are in the staging window.
 struct LlRow {
   const uint32_t* desc;
@@ -349,6 +390,21 @@ __device__ void ll_pack_expert(const EpArgs& a, int le, int g, int groups, int n
     for (int j = 1; j < R; j++) src += __shfl_sync(~0u, begin, j) <= i;
     return slot(src, i - __shfl_sync(~0u, begin, src));
   };
+  // Fewer rows than groups (a few tokens): rows split in parts over the idle groups. One warp
+  // copying a whole row waits for one round of loads after another.
+  const int vecs = a.row / 16, round = 32 * EP_UNROLL;
+  const int parts = total > 0 && total < groups ? min(groups / total, (vecs + round - 1) / round) : 1;
+  if (parts > 1) {
+    const int part_vecs = ((vecs + parts - 1) / parts + 31) / 32 * 32;
+    for (int item = g; item < total * parts; item += groups) {
+      const int i = item / parts, v0 = item % parts * part_vecs, nv = min(vecs, v0 + part_vecs) - v0;
+      const LlRow s = slot_of(i);
+      const uint32_t desc = v0 == 0 && lane == 0 ? ld4_peer(s.desc) : 0;
+      if (nv > 0) warp_copy<true>(out + (le * cap + i) * a.row + v0 * 16, s.row + v0 * 16, nv * 16, lane);
+      if (v0 == 0 && lane == 0) src_info[le * cap + i] = desc;
+    }
+    return;
+  }
   for (int i = g; i < total; i += 2 * groups) {
     const int i1 = i + groups;
     const LlRow s0 = slot_of(i);

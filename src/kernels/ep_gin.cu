@@ -220,13 +220,13 @@ __device__ void ll_combine(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const E
   __syncthreads();
 
   const __nv_bfloat16* slots = (const __nv_bfloat16*)ncclGetLocalPointer(b.cbuf, 0);
-  const int segs = red_segments(H);
-  for (int item = warp_id(); item < a.tokens * segs; item += warp_count()) {
-    const int t = item / segs, seg = item % segs;
-    const bool valid = lane < a.topk && io.idx[t * a.topk + lane] >= 0;
-    warp_reduce(io.out + size_t(t) * H, valid ? slots + slot_off(lane, t) / 2 : nullptr,
-                valid ? io.w[t * a.topk + lane] : 0.f, H / 8, seg * 32 * EP_RED, lane);
-  }
+  reduce_tokens(
+      io.out, a.tokens, H,
+      [&](int t) {
+        const bool valid = lane < a.topk && io.idx[t * a.topk + lane] >= 0;
+        return valid ? TokenSource{slots + slot_off(lane, t) / 2, io.w[t * a.topk + lane]} : TokenSource{nullptr, 0.f};
+      },
+      [] {}, lane);
   end_epoch(b.cstate, epoch);
 }
 
@@ -379,20 +379,21 @@ __device__ void ht_combine(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const E
   __syncthreads();
 
   const __nv_bfloat16* slots = (const __nv_bfloat16*)ncclGetLocalPointer(b.cbuf, 0);
-  const int segs = red_segments(H);
-  for (int item = warp_id(); item < a.tokens * segs; item += warp_count()) {
-    const int t = item / segs, seg = item % segs;
-    // Lane k holds rank d of selection k, unless an earlier selection already named d.
-    const int e = lane < a.topk ? io.idx[t * a.topk + lane] : -1;
-    const int d = e >= 0 ? e / a.local : -1;
-    bool first_of_d = d >= 0;
-    for (int j = 0; j < a.topk; j++) {
-      const int dj = __shfl_sync(~0u, d, j);
-      first_of_d &= !(j < lane && dj == d);
-    }
-    const __nv_bfloat16* src = first_of_d ? slots + slot_off(d, ht_position(a, b, t, d)) / 2 : nullptr;
-    warp_reduce(io.out + size_t(t) * H, src, 1.f, H / 8, seg * 32 * EP_RED, lane);
-  }
+  reduce_tokens(
+      io.out, a.tokens, H,
+      [&](int t) {
+        // Lane k holds rank d of selection k, unless an earlier selection already named d.
+        const int e = lane < a.topk ? io.idx[t * a.topk + lane] : -1;
+        const int d = e >= 0 ? e / a.local : -1;
+        bool first_of_d = d >= 0;
+        for (int j = 0; j < a.topk; j++) {
+          const int dj = __shfl_sync(~0u, d, j);
+          first_of_d &= !(j < lane && dj == d);
+        }
+        return first_of_d ? TokenSource{slots + slot_off(d, ht_position(a, b, t, d)) / 2, 1.f}
+                          : TokenSource{nullptr, 0.f};
+      },
+      [] {}, lane);
   end_epoch(b.cstate, epoch);
 }
 

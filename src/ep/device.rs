@@ -41,7 +41,9 @@ impl Args {
             local: shape.local_experts(ranks) as i32,
             ranks: ranks as i32,
             rank: rank as i32,
-            row: shape.dispatch_row_bytes(payload) as i32,
+            // The kernels move rows in 16-byte vectors: an FP8 row (H + 4H/128 bytes) is padded
+            // when H is not a multiple of 512.
+            row: shape.dispatch_row_bytes(payload).next_multiple_of(16) as i32,
             fp8: (payload == Payload::Fp8) as i32,
         }
     }
@@ -308,5 +310,24 @@ impl Checks {
             unsafe { b.launch(grid(264, 0)) }?;
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_whole_16_byte_vectors() {
+        for hidden in [128, 256, 384, 512, 2048, 7168] {
+            let shape = Shape { hidden, topk: 2, experts: 8 };
+            for p in [Payload::Bf16, Payload::Fp8] {
+                let a = Args::new(&shape, p, 2, 0, 1, 1);
+                assert_eq!(a.row % 16, 0, "hidden {hidden} {p:?}");
+                assert!(a.row as usize >= shape.dispatch_row_bytes(p));
+            }
+        }
+        let shape = Shape { hidden: 128, topk: 2, experts: 8 };
+        assert_eq!(Args::new(&shape, Payload::Fp8, 2, 0, 1, 1).row, 144, "132 bytes padded");
     }
 }

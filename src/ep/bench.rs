@@ -288,7 +288,8 @@ pub struct Phases<'a> {
     pub imp: &'a dyn EpImpl,
     pub layout: &'a Layout<'a>,
     pub inp: Inputs,
-    /// LL quantizes inside the timed dispatch (as DeepEP's LL kernels do); HT takes FP8 input.
+    /// FP8 LL quantizes inside the timed dispatch (as DeepEP's LL kernels do): in the impl's own
+    /// kernel, or else in the quantize kernel launched first (quantize_timed). HT takes FP8 input.
     quantize_timed: bool,
     all_sms: u32,
 }
@@ -307,7 +308,7 @@ impl<'a> Phases<'a> {
         let r = &layout.routing[c.boot.rank()];
         let inp = Inputs::new(gpu, c.args(tokens), &r.idx, &r.weight)?;
         let all_sms = gpu.sm_count()?;
-        let quantize_timed = c.mode == Mode::Ll && c.payload == Payload::Fp8;
+        let quantize_timed = c.mode == Mode::Ll && c.payload == Payload::Fp8 && !imp.quantizes_ll();
         inp.fill(gpu, 0)?;
         inp.quantize(gpu, all_sms)?;
         imp.dispatch(c, &inp)?;
@@ -391,7 +392,7 @@ fn config_json(c: &Config) -> serde_json::Value {
             "nvl-ht": "deterministic: (source rank, token) order",
             "gin": "as nvl (gin, hybrid and their -emu forms run the nvl protocols)",
         },
-        "fp8_quantization": "LL: inside the timed dispatch; HT: before timing (HT takes FP8 input)",
+        "fp8_quantization": "LL: inside the timed dispatch (nvl: in its dispatch kernel; the others: a quantize kernel launched first); HT: before timing (HT takes FP8 input)",
     })
 }
 

@@ -77,6 +77,11 @@ pub trait EpImpl {
     fn not_capturable(&self) -> Option<&'static str> {
         None
     }
+    /// Whether its LL dispatch quantizes BF16 tokens to FP8 itself (else the timed dispatch
+    /// runs the quantize kernel first).
+    fn quantizes_ll(&self) -> bool {
+        false
+    }
     /// SMs its kernels occupy; None when NCCL's kernels do the moving.
     fn sms(&self) -> Option<u32>;
     /// Bytes this rank puts on the wire to each rank in one `phase`.

@@ -164,7 +164,7 @@ impl EpImpl for Nvl {
             Parts::Ll { stage, dispatch, sent, sel_slot, out, src_info, recv_count, .. } => {
                 let (stage, counts, ranges) = (stage.win as u64, o0 as u64, o2 as u64);
                 let mut b = s.launch_builder(&dispatch.f);
-                b.arg(&a).arg(&inp.idx.ptr).arg(&inp.rows).arg(&stage).arg(&ctrl).arg(&counts);
+                b.arg(&a).arg(&inp.idx.ptr).arg(&inp.x.ptr).arg(&stage).arg(&ctrl).arg(&counts);
                 b.arg(&self.dstate.ptr).arg(&sent.ptr).arg(&sel_slot.ptr).arg(&out.ptr).arg(&src_info.ptr);
                 b.arg(&recv_count.ptr).arg(&ranges).arg(&self.dev.raw);
                 unsafe { b.launch(grid(self.ctas, dispatch.smem)) }?;
@@ -228,6 +228,10 @@ impl EpImpl for Nvl {
             Parts::Ll { src_info, recv_count, .. } => layout::ll_check(c, &inp.args, layout, src_info, recv_count),
             Parts::Ht { recv, offs, .. } => layout::ht_check(c, &inp.args, layout, offs, recv.ptr()),
         }
+    }
+
+    fn quantizes_ll(&self) -> bool {
+        true
     }
 
     fn sms(&self) -> Option<u32> {

@@ -27,14 +27,9 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS) gb_ep_quantize(const __
   for (int w = warp_id(); w < a.tokens * groups; w += warp_count()) {
     const int t = w / groups, g = w % groups, h = g * EP_GROUP + lane * 4;
     const __nv_bfloat162* src = (const __nv_bfloat162*)(x + size_t(t) * a.hidden + h);
-    const float2 v0 = __bfloat1622float2(src[0]), v1 = __bfloat1622float2(src[1]);
-    float amax = fmaxf(fmaxf(fabsf(v0.x), fabsf(v0.y)), fmaxf(fabsf(v1.x), fabsf(v1.y)));
-#pragma unroll
-    for (int o = 16; o; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(~0u, amax, o));
-    const float scale = amax > 0.f ? amax / 448.f : 1.f, inv = 1.f / scale;
+    float scale;
     uint8_t* row = q + size_t(t) * a.row;
-    const __nv_fp8x4_e4m3 f(make_float4(v0.x * inv, v0.y * inv, v1.x * inv, v1.y * inv));
-    *(uint32_t*)(row + h) = *(const uint32_t*)&f;
+    *(uint32_t*)(row + h) = quantize_group(__bfloat1622float2(src[0]), __bfloat1622float2(src[1]), scale);
     if (lane == 0) ((float*)(row + a.hidden))[g] = scale;
   }
 }
@@ -283,17 +278,21 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 // of part 0 claims each selection's slot in its expert's segment (atomic, so arrival order within
 // one (expert, source) segment is not deterministic) and writes the descriptor there; the last
 // CTA publishes the per-expert counts; then CTAs pack each local expert's segments in source order
-// into out [L][R*maxT][row] with descriptors, counts and (begin, count) ranges.
+// into out [L][R*maxT][row] with descriptors, counts and (begin, count) ranges. x holds the BF16
+// tokens; with FP8 the send quantizes them on the way, as DeepEP's LL dispatch does, which saves
+// a launch and a pass over the tokens.
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_ep_ll_dispatch(EpArgs a, const int* idx, const uint8_t* x, ncclWindow_t stage_win, ncclWindow_t ctrl,
                       size_t counts_off, uint32_t* state, uint32_t* sent, int* sel_slot, uint8_t* out,
                       uint32_t* src_info, int* recv_count, size_t ranges_off, ncclDevComm dc) {
   const int lane = threadIdx.x & 31, L = a.local, R = a.ranks, T = a.max_tokens;
-  // Parts per row: enough for every warp to have one, none shorter than one round of
-  // warp_send's loads (32 x EP_UNROLL vectors), each a whole number of 32-vector lines.
-  const int vecs = a.row / 16, round = 32 * EP_UNROLL;
-  const int parts = max(1, min(warp_count() / max(1, a.tokens), (vecs + round - 1) / round));
-  const int part_vecs = ((vecs + parts - 1) / parts + 31) / 32 * 32;
+  // Parts per row: enough for every warp to have one, none shorter than one round of loads, in
+  // units the send takes whole: BF16 32-vector lines (a round: EP_UNROLL lines); FP8 128-channel
+  // groups, quantized on the way (a round: EP_QROUND groups).
+  const int vecs = a.row / 16, units = a.fp8 ? a.hidden / EP_GROUP : (vecs + 31) / 32;
+  const int round = a.fp8 ? EP_QROUND : EP_UNROLL;
+  const int parts = max(1, min(warp_count() / max(1, a.tokens), (units + round - 1) / round));
+  const int part_units = (units + parts - 1) / parts;
   // The first item's selections are loaded before the epoch, so that the two loads overlap.
   const int w0 = warp_id();
   const int e0 = w0 < a.tokens * parts && lane < a.topk ? idx[w0 / parts * a.topk + lane] : -1;
@@ -315,9 +314,14 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
       sel_slot[t * a.topk + lane] = int(n);  // where combine finds the expert's output for this selection
       *(uint32_t*)ncclGetLsaPointer(stage_win, desc_off(e % L, a.rank) + n * 4, d) = gb_ep_desc(a.rank, t, lane);
     }
-    const int v0 = q * part_vecs, nv = min(vecs, v0 + part_vecs) - v0;
-    uint8_t* dst = first ? (uint8_t*)ncclGetLsaPointer(stage_win, row_off(a.rank, t), d) + v0 * 16 : nullptr;
-    if (nv > 0) warp_send(dst, x + size_t(t) * a.row + v0 * 16, nv * 16, lane);
+    const int u0 = q * part_units, u1 = min(units, u0 + part_units);
+    uint8_t* dst = first ? (uint8_t*)ncclGetLsaPointer(stage_win, row_off(a.rank, t), d) : nullptr;
+    if (a.fp8) {
+      warp_send_fp8(dst, (const __nv_bfloat16*)x + size_t(t) * a.hidden, a.hidden, u0, u1, lane);
+    } else if (u0 < u1) {
+      const int v0 = u0 * 32, nv = min(vecs, u1 * 32) - v0;
+      warp_send(dst ? dst + v0 * 16 : nullptr, x + size_t(t) * a.row + v0 * 16, nv * 16, lane);
+    }
   }
   // The counts go out once every sender is done: after the grid's last CTA arrives or, when
   // every item fell to CTA 0 (a few tokens), after CTA 0's barrier, which saves the grid-wide

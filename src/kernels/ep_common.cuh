@@ -176,6 +176,54 @@ __device__ __forceinline__ void warp_send(uint8_t* my_dst, const void* src, int 
   }
 }
 
+// FP8 quantization of one 128-channel group, lane i holding channels 4i..4i+3 (v0, v1): the
+// group's e4m3 bytes for this lane, and the group's scale (dequantized = q x scale).
+__device__ __forceinline__ uint32_t quantize_group(float2 v0, float2 v1, float& scale) {
+  float amax = fmaxf(fmaxf(fabsf(v0.x), fabsf(v0.y)), fmaxf(fabsf(v1.x), fabsf(v1.y)));
+#pragma unroll
+  for (int o = 16; o; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(~0u, amax, o));
+  scale = amax > 0.f ? amax / 448.f : 1.f;
+  const float inv = 1.f / scale;
+  const __nv_fp8x4_e4m3 f(make_float4(v0.x * inv, v0.y * inv, v1.x * inv, v1.y * inv));
+  return *(const uint32_t*)&f;
+}
+
+// A warp quantizes channel groups [g0, g1) of one BF16 token into the FP8 row layout
+// (`hidden` e4m3 bytes, then hidden / 128 f32 scales; gb_ep_quantize's) and stores them to up
+// to 32 destinations (lane j holds destination j's row, null: none). EP_QROUND groups are loaded
+// before any is stored; their scales go out as one store of the first lanes.
+#define EP_QROUND 8
+__device__ __forceinline__ void warp_send_fp8(uint8_t* my_dst, const __nv_bfloat16* src, int hidden, int g0, int g1,
+                                              int lane) {
+  const unsigned have = __ballot_sync(~0u, my_dst != nullptr);
+  if (!have) return;
+  for (int gb = g0; gb < g1; gb += EP_QROUND) {
+    const int n = min(EP_QROUND, g1 - gb);
+    uint2 v[EP_QROUND];
+#pragma unroll
+    for (int u = 0; u < EP_QROUND; u++)
+      if (u < n) v[u] = __ldg((const uint2*)(src + size_t(gb + u) * EP_GROUP) + lane);
+    uint32_t q[EP_QROUND];
+    float my_scale = 0.f;  // lane u: group gb + u's
+#pragma unroll
+    for (int u = 0; u < EP_QROUND; u++) {
+      if (u < n) {
+        const __nv_bfloat162* h = (const __nv_bfloat162*)&v[u];
+        float sc;
+        q[u] = quantize_group(__bfloat1622float2(h[0]), __bfloat1622float2(h[1]), sc);
+        if (lane == u) my_scale = sc;
+      }
+    }
+    for (unsigned m = have; m; m &= m - 1) {
+      uint8_t* d = (uint8_t*)__shfl_sync(~0u, (unsigned long long)my_dst, __ffs(m) - 1);
+#pragma unroll
+      for (int u = 0; u < EP_QROUND; u++)
+        if (u < n) ((uint32_t*)(d + size_t(gb + u) * EP_GROUP))[lane] = q[u];
+      if (lane < n) ((float*)(d + hidden))[gb + lane] = my_scale;
+    }
+  }
+}
+
 // HT metadata row of token t (`mb` bytes, a multiple of 16): descriptor, K local expert indices
 // (-1: not at that rank), K weights (0 there), zero padding. Lane j holds where destination
 // d0 + j takes it (null: none); the warp writes one destination's row at a time, as mb / 16

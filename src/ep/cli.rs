@@ -46,7 +46,7 @@ pub struct Args {
     /// Experts per token (overrides the preset)
     #[arg(long = "topk")]
     pub topk: Option<usize>,
-    /// Experts in total (overrides the preset)
+    /// Experts in total (overrides the preset; at most 16384)
     #[arg(long = "experts")]
     pub experts: Option<usize>,
     /// Minimum tokens per rank (default: 128 LL, 4096 HT)

@@ -345,8 +345,8 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 
   // Pack: the warps split into groups of L (one warp per local expert per group; fewer warps
   // than experts loop); each warp waits for its expert's counts (lane j: source j, R <= 32),
-  // builds the source prefix with shuffles, and copies every group-th row, two at a time. No
-  // CTA-wide synchronization.
+  // builds the source prefix with shuffles, and copies every group-th row, two at a time (with
+  // fewer rows than groups, parts of rows). No CTA-wide synchronization.
   const int groups = max(1, warp_count() / L);
   for (int w = warp_id(); w < groups * L; w += warp_count()) {
     const int le = w % L, g = w / L;

@@ -119,15 +119,11 @@ impl Nvl {
         };
         Ok(Ok(Nvl { kind, func: r.gpu.function("nvl", kind.kernel())?, ctas, ll, dev }))
     }
-
-    pub fn max_bytes_per_peer(&self) -> u64 {
-        self.kind.max_bytes_per_peer()
-    }
 }
 
 impl Impl for Nvl {
     fn unsupported(&self, bytes_per_peer: u64) -> Option<String> {
-        let max = self.max_bytes_per_peer();
+        let max = self.kind.max_bytes_per_peer();
         (bytes_per_peer > max)
             .then(|| format!("this impl carries at most {max} bytes per peer (use nvl or auto above)"))
     }

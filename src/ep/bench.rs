@@ -288,10 +288,20 @@ pub struct Phases<'a> {
     pub imp: &'a dyn EpImpl,
     pub layout: &'a Layout<'a>,
     pub inp: Inputs,
-    /// FP8 LL quantizes inside the timed dispatch (as DeepEP's LL kernels do): in the impl's own
-    /// kernel, or else in the quantize kernel launched first (quantize_timed). HT takes FP8 input.
-    quantize_timed: bool,
+    quantize: Quantize,
     all_sms: u32,
+}
+
+/// Where the FP8 rows a dispatch sends are made.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Quantize {
+    /// Nowhere apart: BF16, or an LL dispatch kernel that quantizes as it sends.
+    InDispatch,
+    /// LL: the quantize kernel, launched first inside the timed dispatch (DeepEP's LL kernels
+    /// quantize inside theirs).
+    Timed,
+    /// HT: before timing (HT takes FP8 input).
+    Before,
 }
 
 impl<'a> Phases<'a> {
@@ -308,15 +318,22 @@ impl<'a> Phases<'a> {
         let r = &layout.routing[c.boot.rank()];
         let inp = Inputs::new(gpu, c.args(tokens), &r.idx, &r.weight)?;
         let all_sms = gpu.sm_count()?;
-        let quantize_timed = c.mode == Mode::Ll && c.payload == Payload::Fp8 && !imp.quantizes_ll();
+        let quantize = match (c.payload, c.mode) {
+            (Payload::Bf16, _) => Quantize::InDispatch,
+            (Payload::Fp8, Mode::Ll) if imp.quantizes_ll() => Quantize::InDispatch,
+            (Payload::Fp8, Mode::Ll) => Quantize::Timed,
+            (Payload::Fp8, Mode::Ht) => Quantize::Before,
+        };
         inp.fill(gpu, 0)?;
-        inp.quantize(gpu, all_sms)?;
+        if quantize != Quantize::InDispatch {
+            inp.quantize(gpu, all_sms)?;
+        }
         imp.dispatch(c, &inp)?;
         let rec = imp.received(c, &inp, layout)?;
         checks.expert(gpu, &inp.args, &rec, 0)?;
         gpu.stream.synchronize()?;
         drop(rec);
-        Ok(Phases { c, imp, layout, inp, quantize_timed, all_sms })
+        Ok(Phases { c, imp, layout, inp, quantize, all_sms })
     }
 
     /// The NVTX label of a phase's loops.
@@ -327,7 +344,7 @@ impl<'a> Phases<'a> {
 
     /// The timed dispatch (with LL FP8, its quantization).
     pub fn dispatch(&self) -> Result<()> {
-        if self.quantize_timed {
+        if self.quantize == Quantize::Timed {
             self.inp.quantize(self.c.gpu, self.c.ctas)?;
         }
         self.imp.dispatch(self.c, &self.inp)
@@ -343,7 +360,7 @@ impl<'a> Phases<'a> {
     pub fn check_once(&self, checks: &Checks, seed: u32, graph: bool) -> Result<(u64, u64)> {
         let (c, gpu, inp) = (self.c, self.c.gpu, &self.inp);
         inp.fill(gpu, seed)?;
-        if !self.quantize_timed {
+        if self.quantize == Quantize::Before {
             inp.quantize(gpu, self.all_sms)?;
         }
         harness::run_once(gpu, graph, &mut || self.dispatch())?;

@@ -147,6 +147,9 @@ impl Output {
         if let Some(w) = cpu_warning(&e.gpus, per_process) {
             s += &w;
         }
+        if let Some(w) = shared_gpu_note(&e.gpus) {
+            s += &w;
+        }
         s += "#\n# Using devices\n";
         for l in lines {
             s += &String::from_utf8_lossy(&l);
@@ -219,6 +222,23 @@ fn cpu_warning(gpus: &[crate::results::Gpu], per_process: usize) -> Option<Strin
     ))
 }
 
+/// A note when ranks share a GPU (virtual nodes on a smaller host: harness::ranks): they take
+/// turns on it, so the rows check correctness but their times mean nothing.
+fn shared_gpu_note(gpus: &[crate::results::Gpu]) -> Option<String> {
+    let mut per_gpu = std::collections::HashMap::new();
+    for g in gpus {
+        *per_gpu.entry((&g.host, &g.pci_bus_id)).or_insert(0usize) += 1;
+    }
+    let sharing: usize = per_gpu.values().filter(|&&n| n > 1).sum();
+    (sharing > 0).then(|| {
+        format!(
+            "# note: {sharing} of {} ranks share a GPU with ranks of other nodes: rows are checked, but those ranks take \
+             turns on their GPU, so times and bandwidths mean nothing\n",
+            gpus.len()
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,6 +251,21 @@ mod tests {
         assert!(cpu_warning(&[g(0, 3), g(1, 3)], 1).is_none());
         assert!(cpu_warning(&[g(0, 8), g(1, 8)], 4).is_some(), "4 ranks as threads on 8 CPUs");
         assert!(cpu_warning(&[g(0, 0)], 1).is_none(), "unknown: no warning");
+    }
+
+    #[test]
+    fn notes_ranks_that_share_a_gpu() {
+        let g = |rank, host: &str, bus: &str| crate::results::Gpu {
+            rank,
+            host: host.into(),
+            pci_bus_id: bus.into(),
+            ..Default::default()
+        };
+        let four = [g(0, "h", "a"), g(1, "h", "b"), g(2, "h", "a"), g(3, "h", "b")];
+        let n = shared_gpu_note(&four).expect("two ranks on each GPU");
+        assert!(n.starts_with("# note: 4 of 4 ranks share a GPU"), "{n}");
+        assert!(shared_gpu_note(&[g(0, "h", "a"), g(1, "h", "b")]).is_none());
+        assert!(shared_gpu_note(&[g(0, "h", "a"), g(1, "i", "a")]).is_none(), "same bus id on two hosts");
     }
 
     #[test]

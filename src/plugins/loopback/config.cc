@@ -29,8 +29,20 @@ Result readConfig(Config* out) {
     c.chaosSeed = seed;
   }
   if (const char* v = getenv("GINBENCH_LOOPBACK_BREAK"); v != nullptr && *v != '\0') {
-    if (strcmp(v, "signal-early") != 0) {
-      return fail(kInvalidArgument, "GINBENCH_LOOPBACK_BREAK=%s: the only mode is signal-early", v);
+    // signal-early, or signal-early:<ms> to hold the data longer than a slow run takes between
+    // a signal and the read of its data (e.g. ranks taking turns on a shared GPU).
+    const char* mode = "signal-early";
+    const size_t len = strlen(mode);
+    bool ok = strncmp(v, mode, len) == 0 && (v[len] == '\0' || v[len] == ':');
+    if (ok && v[len] == ':') {
+      char* end = nullptr;
+      errno = 0;
+      unsigned long ms = strtoul(v + len + 1, &end, 10);
+      ok = errno == 0 && end != v + len + 1 && *end == '\0' && v[len + 1] != '-' && ms >= 1 && ms <= 60000;
+      c.breakDelayMs = static_cast<uint32_t>(ms);
+    }
+    if (!ok) {
+      return fail(kInvalidArgument, "GINBENCH_LOOPBACK_BREAK=%s: the only mode is signal-early[:<ms, 1-60000>]", v);
     }
     c.breakSignalEarly = true;
   }

@@ -37,6 +37,8 @@ struct Config {
   bool chaos = false;
   uint64_t chaosSeed = 0;
   bool breakSignalEarly = false;
+  // How long the negative control holds a signalled put's data (GINBENCH_LOOPBACK_BREAK=signal-early[:ms]).
+  uint32_t breakDelayMs = 20;
   double timeoutSeconds = 300.0;
 };
 

@@ -197,12 +197,6 @@ Result releaseHeld(CollComm& c, Lane& lane, bool all) {
   return kSuccess;
 }
 
-// How long the negative control holds a signalled put's data after its signal went out. The op
-// is reported done as soon as its signal is out, as a NIC reports a write done once the data has
-// left the source, so the sender's flush does not wait for the data either: a receiver that
-// trusts the signal reads the destination before the data lands.
-constexpr std::chrono::milliseconds kBrokenDataDelay{20};
-
 // The negative control's held data whose delay has passed: issued on any later test().
 Result releaseDue(CollComm& c) {
   auto now = std::chrono::steady_clock::now();
@@ -230,7 +224,7 @@ Result progressHeld(CollComm& c) {
 
 // A put's (or get's) bytes on its lane: whole, or under chaos split into shuffled chunks of
 // which some may be held back (only when nothing on the lane has to follow them: `mayHold`).
-// `forceHold`: hold every piece for kBrokenDataDelay, detached from the op (the negative control).
+// `forceHold`: hold every piece for config.breakDelayMs, detached from the op (the negative control).
 Result enqueueData(CollComm& c, Lane& lane, Request* req, char* dst, int dstDevice, const char* src, int srcDevice,
                    size_t bytes, uint64_t opSeq, bool mayHold, bool forceHold = false) {
   if (bytes == 0) return kSuccess;
@@ -245,10 +239,14 @@ Result enqueueData(CollComm& c, Lane& lane, Request* req, char* dst, int dstDevi
     size_t lo = chunkStart(bytes, n, i), hi = chunkStart(bytes, n, i + 1);
     HeldChunk piece{req, dst + lo, src + lo, hi - lo, dstDevice, srcDevice, 0, opSeq, i, !c.isLocal(lane.peer)};
     if (forceHold) {
-      // Detached from its request: the op completes without it (kBrokenDataDelay says why).
+      // The negative control holds a signalled put's data config.breakDelayMs after its signal
+      // went out, detached from its request: the op is reported done as soon as its signal is
+      // out, as a NIC reports a write done once the data has left the source, so the sender's
+      // flush does not wait for the data either, and a receiver that trusts the signal reads the
+      // destination before the data lands.
       piece.req = nullptr;
       piece.untilTested = true;
-      piece.releaseAt = std::chrono::steady_clock::now() + kBrokenDataDelay;
+      piece.releaseAt = std::chrono::steady_clock::now() + std::chrono::milliseconds(c.config.breakDelayMs);
       lane.held.push_back(piece);
     } else if (c.config.chaos && mayHold && c.rng.chance(c.chaos.holdPercent)) {
       piece.pollsLeft = 1 + static_cast<unsigned>(c.rng.below(c.chaos.maxHoldPolls));
@@ -394,9 +392,12 @@ Result instanceInit(void** ctx, uint64_t commId, DebugLogger logger) {
   Config before = currentConfig();
   setCurrentConfig(config);
   if (config.chaos != before.chaos || config.chaosSeed != before.chaosSeed ||
-      config.breakSignalEarly != before.breakSignalEarly) {
+      config.breakSignalEarly != before.breakSignalEarly || config.breakDelayMs != before.breakDelayMs) {
     if (config.chaos) info("chaos mode, seed %lu", static_cast<unsigned long>(config.chaosSeed));
-    if (config.breakSignalEarly) warn("GINBENCH_LOOPBACK_BREAK=signal-early: signals overtake their puts (test only)");
+    if (config.breakSignalEarly) {
+      warn("GINBENCH_LOOPBACK_BREAK=signal-early: signals overtake their puts by %u ms (test only)",
+           config.breakDelayMs);
+    }
   }
   // Once per process: with fewer hardware queues than streams, a plugin stream can share a queue
   // with a GIN kernel's stream and wait behind the kernel that waits for it (README).
@@ -524,7 +525,7 @@ Result put(void* collComm, const PutArgs& a, void** request) {
     r = enqueueData(c, *lane, req, dst, dstDev, src, srcDev, a.size, opSeq, /*mayHold=*/true);
   } else if (c.config.breakSignalEarly) {
     // Negative control: the signal goes now (a message to another process, else a write not
-    // ordered after the lane); its data kBrokenDataDelay later, after the op was reported done.
+    // ordered after the lane); its data config.breakDelayMs later, after the op was reported done.
     r = remote ? sendSignal(c, *lane, req, sigReg->seq, a.signalOff, delta, /*early=*/true)
                : writeSignal(c, static_cast<int>(a.rank), lane, req, *sigE, sigReg, a.signalOff,
                              reinterpret_cast<uint64_t*>(sig), delta, opSeq, /*orderAfterLane=*/false);

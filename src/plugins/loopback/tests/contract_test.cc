@@ -219,6 +219,19 @@ static void caseInitConfig() {
   setEnv("GINBENCH_LOOPBACK_CHAOS", nullptr);
   setEnv("GINBENCH_LOOPBACK_BREAK", "sometimes");
   CHECK_ERR(ncclGinPlugin_v11.init(&ctx, 1, nullptr), "GINBENCH_LOOPBACK_BREAK=sometimes");
+  for (const char* bad : {"signal-early:", "signal-early:0", "signal-early:-5", "signal-early:60001",
+                          "signal-early:2x", "signal-earlyish"}) {
+    setEnv("GINBENCH_LOOPBACK_BREAK", bad);
+    CHECK_ERR(ncclGinPlugin_v11.init(&ctx, 1, nullptr), bad);
+  }
+  setEnv("GINBENCH_LOOPBACK_BREAK", "signal-early:250");
+  CHECK_OK(ncclGinPlugin_v11.init(&ctx, 1, nullptr));
+  CHECK(currentConfig().breakSignalEarly && currentConfig().breakDelayMs == 250, "signal-early:250 not read");
+  ncclGinPlugin_v11.finalize(ctx);
+  setEnv("GINBENCH_LOOPBACK_BREAK", "signal-early");
+  CHECK_OK(ncclGinPlugin_v11.init(&ctx, 1, nullptr));
+  CHECK(currentConfig().breakDelayMs == 20, "signal-early: default delay %u", currentConfig().breakDelayMs);
+  ncclGinPlugin_v11.finalize(ctx);
   setEnv("GINBENCH_LOOPBACK_BREAK", nullptr);
   setEnv("GINBENCH_LOOPBACK_TIMEOUT", "0");
   CHECK_ERR(ncclGinPlugin_v11.init(&ctx, 1, nullptr), "GINBENCH_LOOPBACK_TIMEOUT=0");

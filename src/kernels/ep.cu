@@ -306,9 +306,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
     const int t = w / parts, q = w % parts;
     const int e = w == w0 ? e0 : lane < a.topk ? idx[t * a.topk + lane] : -1;  // lane k: selection k
     const int d = e >= 0 ? e / L : -1;
-    const unsigned same = __match_any_sync(~0u, d);
-    // The first lane bound for a rank sends the row there.
-    const bool first = d >= 0 && __ffs(same) - 1 == lane;
+    const bool first = first_lane_for(d, lane);  // it sends the row to rank d
     if (q == 0 && e >= 0) {
       const uint32_t n = atomicAdd(&sent[e], 1u);
       sel_slot[t * a.topk + lane] = int(n);  // where combine finds the expert's output for this selection
@@ -492,12 +490,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
         // Lane k holds rank d of selection k, unless an earlier selection already named d.
         const int e = lane < a.topk ? idx[t * a.topk + lane] : -1;
         const int d = e >= 0 ? e / a.local : -1;
-        bool first = d >= 0;
-        for (int j = 0; j < a.topk; j++) {
-          const int dj = __shfl_sync(~0u, d, j);
-          first &= !(j < lane && dj == d);
-        }
-        if (!first) return TokenSource{nullptr, 0.f};
+        if (!first_lane_for(d, lane)) return TokenSource{nullptr, 0.f};
         const size_t r = size_t(offs[d]) + chunk_base[size_t(t / EP_CHUNK) * keys + a.experts + d] +
                          tok_local[size_t(t) * R + d];
         return TokenSource{(const __nv_bfloat16*)ncclGetLsaPointer(ywin, r * 2 * H, d), 1.f};

@@ -61,6 +61,14 @@ __device__ __forceinline__ uint64_t tag(uint32_t epoch, uint32_t v) { return (ui
 __device__ __forceinline__ int warp_id() { return int((blockIdx.x * blockDim.x + threadIdx.x) >> 5); }
 __device__ __forceinline__ int warp_count() { return int((gridDim.x * blockDim.x) >> 5); }
 
+// Whether this lane is the first of its warp to name rank d (d < 0: none): a token goes to a
+// rank once however many of its selections are experts there. Every lane must call it (the match
+// is warp-wide), before any condition that differs between lanes.
+__device__ __forceinline__ bool first_lane_for(int d, int lane) {
+  const unsigned same = __match_any_sync(~0u, d);
+  return d >= 0 && __ffs(same) - 1 == lane;
+}
+
 // This warp's share of `items` work items as one contiguous span: items (token, segment) in a span
 // mostly share their token, so a warp resolves a token's source rows (index loads, for LL a
 // remote one) once for several segments, and the spans still differ by one item at most.

@@ -385,13 +385,8 @@ __device__ void ht_combine(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const E
         // Lane k holds rank d of selection k, unless an earlier selection already named d.
         const int e = lane < a.topk ? io.idx[t * a.topk + lane] : -1;
         const int d = e >= 0 ? e / a.local : -1;
-        bool first_of_d = d >= 0;
-        for (int j = 0; j < a.topk; j++) {
-          const int dj = __shfl_sync(~0u, d, j);
-          first_of_d &= !(j < lane && dj == d);
-        }
-        return first_of_d ? TokenSource{slots + slot_off(d, ht_position(a, b, t, d)) / 2, 1.f}
-                          : TokenSource{nullptr, 0.f};
+        return first_lane_for(d, lane) ? TokenSource{slots + slot_off(d, ht_position(a, b, t, d)) / 2, 1.f}
+                                       : TokenSource{nullptr, 0.f};
       },
       [] {}, lane);
   end_epoch(b.cstate, epoch);

@@ -32,6 +32,16 @@ pub fn device_count() -> Result<usize> {
     Ok(CudaContext::device_count()? as usize)
 }
 
+/// The PCI bus id of visible GPU `ordinal` (as CUDA writes it), without creating a context: it
+/// names one physical GPU whatever CUDA_VISIBLE_DEVICES each process was given.
+pub fn pci_bus_id_of(ordinal: usize) -> Result<String> {
+    let mut dev = 0;
+    unsafe { sys::cuDeviceGet(&mut dev, ordinal as i32) }.result()?;
+    let mut buf = [0 as std::ffi::c_char; 32];
+    unsafe { sys::cuDeviceGetPCIBusId(buf.as_mut_ptr(), buf.len() as i32, dev) }.result()?;
+    Ok(unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+}
+
 /// CUDA version the driver supports, e.g. "13.0".
 pub fn driver_cuda_version() -> Result<String> {
     require_driver()?;

@@ -5,20 +5,23 @@ use crate::error::{die, Error, Exit, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// This process's GPU under a launcher: its local rank's. A host with more ranks than GPUs hands
-/// them out in turn (local rank modulo GPUs), which is allowed only between different nodes as
-/// NCCL sees them (NCCL_HOSTID, which `--emulate-nodes` sets per process): NCCL refuses two ranks
-/// of one node on one GPU. That lets a small host run the layout of a larger one (e.g. 2 virtual
-/// nodes of 2 ranks on 2 GPUs) to check the multi-node protocols; ranks sharing a GPU take turns
-/// on it, so the times mean nothing (the preamble says so).
+/// This process's GPU under a launcher: of the GPUs it sees, its local rank's, in turn (local rank
+/// modulo GPUs), so a launcher that gives each process its own GPU (CUDA_VISIBLE_DEVICES per
+/// task) works as well as one that shows every process all of them. Two ranks on one physical GPU
+/// are allowed only in different nodes as NCCL sees them (NCCL_HOSTID, which `--emulate-nodes`
+/// sets per process): NCCL refuses two ranks of one node on one GPU. That lets a small host run
+/// the layout of a larger one (e.g. 2 virtual nodes of 2 ranks on 2 GPUs) to check the
+/// multi-node protocols; ranks sharing a GPU take turns on it, so the times mean nothing (the
+/// preamble says so).
 fn device_of_process(boot: &dyn Bootstrap, ngpus: usize) -> Result<usize> {
     let (local, host) = boot.local_rank();
     let device = local % ngpus;
     let node = std::env::var("NCCL_HOSTID").unwrap_or_else(|_| host.clone());
-    let all = boot.allgather(&gpu_key(&host, device, &node));
+    let bus = cuda::pci_bus_id_of(device)?;
+    let all = boot.allgather(&gpu_key(&host, &bus, &node));
     if let Some((a, b)) = first_shared(&all) {
         return Err(Error::env(
-            format!("ranks {a} and {b} would share GPU {device} of host {host} in one node: {ngpus} GPU(s) visible"),
+            format!("ranks {a} and {b} would share GPU {bus} of host {host} in one node: {ngpus} GPU(s) visible"),
             "start at most one rank per GPU on each host, or, with --gin-backend loopback, split the ranks into \
              virtual nodes of at most that many ranks with --emulate-nodes",
         ));
@@ -27,8 +30,8 @@ fn device_of_process(boot: &dyn Bootstrap, ngpus: usize) -> Result<usize> {
 }
 
 /// What two ranks must not both have: a GPU of a host, in one node.
-fn gpu_key(host: &str, device: usize, node: &str) -> Vec<u8> {
-    format!("{host}\0{device}\0{node}").into_bytes()
+fn gpu_key(host: &str, bus: &str, node: &str) -> Vec<u8> {
+    format!("{host}\0{bus}\0{node}").into_bytes()
 }
 
 /// The first two ranks whose `gpu_key`s are equal.
@@ -106,14 +109,18 @@ mod tests {
     use super::{first_shared, gpu_key};
     #[test]
     fn ranks_may_share_a_gpu_only_across_nodes() {
+        let k = gpu_key;
         // 4 ranks, 2 GPUs, 2 virtual nodes of 2: GPU 0 and 1 each serve one rank of each node.
-        let vn = [gpu_key("h", 0, "a"), gpu_key("h", 1, "a"), gpu_key("h", 0, "b"), gpu_key("h", 1, "b")];
-        assert_eq!(first_shared(&vn), None);
-        // The same without virtual nodes: ranks 0 and 2 on GPU 0 of one node.
-        let one = [gpu_key("h", 0, "h"), gpu_key("h", 1, "h"), gpu_key("h", 0, "h"), gpu_key("h", 1, "h")];
+        assert_eq!(
+            first_shared(&[k("h", "0:06", "a"), k("h", "0:07", "a"), k("h", "0:06", "b"), k("h", "0:07", "b")]),
+            None
+        );
+        // The same without virtual nodes: ranks 0 and 2 on one GPU of one node.
+        let one = [k("h", "0:06", "h"), k("h", "0:07", "h"), k("h", "0:06", "h"), k("h", "0:07", "h")];
         assert_eq!(first_shared(&one), Some((0, 2)));
-        // Different hosts never collide, nor do GPU 1 and 10 of one host.
-        assert_eq!(first_shared(&[gpu_key("h", 0, "h"), gpu_key("g", 0, "g")]), None);
-        assert_eq!(first_shared(&[gpu_key("h", 1, "h0"), gpu_key("h", 10, "h")]), None);
+        // A GPU per process (CUDA_VISIBLE_DEVICES per task): every rank's device 0, different GPUs.
+        assert_eq!(first_shared(&[k("h", "0:06", "h"), k("h", "0:07", "h")]), None);
+        // Different hosts never collide.
+        assert_eq!(first_shared(&[k("h", "0:06", "h"), k("g", "0:06", "g")]), None);
     }
 }

@@ -413,7 +413,7 @@ impl Runner<'_> {
         let Foreground::Alltoall { impls, sizes: fg_sizes, dtype, register } = &self.cfg.fg else { unreachable!() };
         let n = fg.boot.size() as u64;
         let elt = dtype.size();
-        let bytes = crate::alltoall::bench::buffer_bytes(elt, fg_sizes, n);
+        let bytes = crate::alltoall::bench::buffer_bytes(elt, fg_sizes, n).max(crate::alltoall::bench::ROTATION_BYTES);
         let send = DevMem::alloc(bytes as usize)?;
         let recv = DevMem::alloc(bytes as usize)?;
         let reg = Registration::register(fg.comm, *register, &send, &recv)?;

@@ -32,14 +32,22 @@ pub fn device_count() -> Result<usize> {
     Ok(CudaContext::device_count()? as usize)
 }
 
-/// The PCI bus id of visible GPU `ordinal` (as CUDA writes it), without creating a context: it
-/// names one physical GPU whatever CUDA_VISIBLE_DEVICES each process was given.
+/// The PCI bus id of visible GPU `ordinal` ("00000000:06:00.0" style), without creating a
+/// context: it names one physical GPU whatever CUDA_VISIBLE_DEVICES each process was given.
 pub fn pci_bus_id_of(ordinal: usize) -> Result<String> {
     let mut dev = 0;
     unsafe { sys::cuDeviceGet(&mut dev, ordinal as i32) }.result()?;
-    let mut buf = [0 as std::ffi::c_char; 32];
-    unsafe { sys::cuDeviceGetPCIBusId(buf.as_mut_ptr(), buf.len() as i32, dev) }.result()?;
-    Ok(unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+    let a = |attr| {
+        let mut v = 0;
+        unsafe { sys::cuDeviceGetAttribute(&mut v, attr, dev) }.result().map(|_| v)
+    };
+    use sys::CUdevice_attribute as A;
+    Ok(format!(
+        "{:08x}:{:02x}:{:02x}.0",
+        a(A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
+        a(A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
+        a(A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?
+    ))
 }
 
 /// CUDA version the driver supports, e.g. "13.0".
@@ -115,13 +123,7 @@ impl Gpu {
     }
 
     pub fn pci_bus_id(&self) -> String {
-        let a = |x| self.ctx.attribute(x).unwrap_or(0);
-        format!(
-            "{:08x}:{:02x}:{:02x}.0",
-            a(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID),
-            a(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID),
-            a(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)
-        )
+        pci_bus_id_of(self.ordinal).unwrap_or_default()
     }
 
     pub fn total_mem(&self) -> u64 {

@@ -47,16 +47,22 @@ impl Benchmark for Config {
 }
 
 /// Largest buffer, per rank, that `sizes` need.
+pub fn buffer_bytes(elt: u64, sizes: &[u64], nranks: u64) -> u64 {
+    let max = sizes.iter().map(|&s| nranks * sizes::alltoall_count(s, elt, nranks) * elt).max().unwrap_or(0);
+    max.max(4096)
+}
+
 /// Each buffer spans at least this much where memory allows, so that a size rotates through the
 /// same span (`Step`) whatever the largest size of the run (-e): without it, `-b 2M -e 2M` ran
 /// every iteration at one offset, out of the L2 cache: `nvl` 8.56 µs against 9.12 in a sweep to
 /// 128 MB on 2×H200 (results/h200x2/rotation-span/). Twice the L2 of a B200 (126 MB), five times
 /// an H200's.
-pub const ROTATION_BYTES: u64 = 256 << 20;
+const ROTATION_BYTES: u64 = 256 << 20;
 
-pub fn buffer_bytes(elt: u64, sizes: &[u64], nranks: u64) -> u64 {
-    let max = sizes.iter().map(|&s| nranks * sizes::alltoall_count(s, elt, nranks) * elt).max().unwrap_or(0);
-    max.max(4096)
+/// Bytes to allocate per buffer: `need` (`buffer_bytes`), raised to the rotation span as far as
+/// `fit` (what memory allows) goes.
+pub fn buffer_span(need: u64, fit: u64) -> u64 {
+    need.max(ROTATION_BYTES.min(fit))
 }
 
 fn run_rank(cfg: &Config, ctx: &RankCtx, out: &mut Output) -> Result<()> {
@@ -79,7 +85,7 @@ fn run_rank(cfg: &Config, ctx: &RankCtx, out: &mut Output) -> Result<()> {
             ));
         }
     }
-    let bytes = buffer_bytes(cfg.dtype.size(), &sweep, n as u64).max(ROTATION_BYTES.min(fit));
+    let bytes = buffer_span(buffer_bytes(cfg.dtype.size(), &sweep, n as u64), fit);
     let send = DevMem::alloc(bytes as usize)?;
     let recv = DevMem::alloc(bytes as usize)?;
     let reg = Registration::register(ctx.comm, cfg.register, &send, &recv)?;

@@ -5,7 +5,7 @@
 use super::background::{self, Background};
 use super::cli::{BgOp, Config, Foreground};
 use super::measure::{self, Marks};
-use crate::alltoall::bench::Step;
+use crate::alltoall::bench::{buffer_bytes, buffer_span, Step};
 use crate::bootstrap::group::Group;
 use crate::bootstrap::Bootstrap;
 use crate::cuda::Gpu;
@@ -413,7 +413,7 @@ impl Runner<'_> {
         let Foreground::Alltoall { impls, sizes: fg_sizes, dtype, register } = &self.cfg.fg else { unreachable!() };
         let n = fg.boot.size() as u64;
         let elt = dtype.size();
-        let bytes = crate::alltoall::bench::buffer_bytes(elt, fg_sizes, n).max(crate::alltoall::bench::ROTATION_BYTES);
+        let bytes = buffer_span(buffer_bytes(elt, fg_sizes, n), u64::MAX);
         let send = DevMem::alloc(bytes as usize)?;
         let recv = DevMem::alloc(bytes as usize)?;
         let reg = Registration::register(fg.comm, *register, &send, &recv)?;

@@ -250,15 +250,16 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_ep_unpermute(EpArgs a, const int* idx, const float* w, const int* sel_local, const int* chunk_base,
                     const int* expert_off, const __nv_bfloat16* y, __nv_bfloat16* out) {
+  const int lane = threadIdx.x & 31;
   reduce_tokens(
       out, a.tokens, a.hidden,
       [&](int t) {
-        const int lane = threadIdx.x & 31, e = lane < a.topk ? idx[t * a.topk + lane] : -1;
+        const int e = lane < a.topk ? idx[t * a.topk + lane] : -1;
         if (e < 0) return TokenSource{nullptr, 0.f};
         return TokenSource{y + expert_row(a, t, lane, e, sel_local, chunk_base, expert_off) * a.hidden,
                            w[t * a.topk + lane]};
       },
-      [] {}, threadIdx.x & 31);
+      [] {}, lane);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,23 +1,46 @@
-//! `ginbench ceiling`: the most the copy engines move between this host's GPUs, as a record to keep
-//! beside results (every alltoall figure is read against it). Copy engines need no SM and no
-//! protocol, so what they reach is the link's practical limit:
+//! `ginbench ceiling`: the most that moves between this host's GPUs, as a record to keep beside
+//! results (every alltoall figure is read against it). Two engines, each in three patterns:
+//!  - copy engines (`ce-` rows): need no SM and no protocol, so what they reach is the link's
+//!    practical limit;
+//!  - SM stores (`sm-` rows): a kernel with nvl's copy loop and launch shape but no protocol, so
+//!    what SM-initiated writes reach on the same links; an SM alltoall kernel is read against it.
+//!
+//! The patterns:
 //!  - one way: GPU i copies to GPU j, nothing else moves (every ordered pair in turn);
 //!  - both ways: i and j copy to each other at once (every pair in turn);
-//!  - all-to-all: every GPU copies to every other at once, one stream per (source, destination):
-//!    what copy engines reach in the alltoall pattern. On 4×H200 that is half the both-ways
-//!    figure (the copy engines, not the links, limit it), so the link limit an alltoall kernel
-//!    is read against is the both-ways figure.
+//!  - all-to-all: every GPU copies to every other at once (copy engines: one stream per
+//!    (source, destination); SM: one kernel per source). On 4×H200 the copy engines reach half
+//!    the both-ways figure in this pattern (the copy engines, not the links, limit it), so the
+//!    link limit an alltoall kernel is read against is the both-ways figure.
 //!
 //! Figures are GB/s per GPU sent (bytes a GPU copies to its peers / wall time, 1 GB = 1e9 B), timed
 //! on the host over `iters` rounds after warm-up, every stream drained before and after.
 use crate::cuda::Gpu;
 use crate::error::{Error, Result};
 use crate::results::{Placement, Row, Status};
-use cudarc::driver::{sys, CudaContext, CudaStream};
+use cudarc::driver::{sys, CudaContext, CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The three patterns, as row names say them.
+/// What moves the bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// `cuMemcpyPeerAsync`: the copy engines, no SM.
+    CopyEngines,
+    /// `gb_ceiling_sm_copy` (src/kernels/ceiling.cu): 16-byte SM stores into the peer.
+    Sm,
+}
+
+impl Engine {
+    fn prefix(self) -> &'static str {
+        match self {
+            Engine::CopyEngines => "ce",
+            Engine::Sm => "sm",
+        }
+    }
+}
+
+/// The three patterns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pattern {
     OneWay,
@@ -25,34 +48,48 @@ pub enum Pattern {
     AllToAll,
 }
 
-impl Pattern {
-    /// The row's `impl` name: `ce-oneway-0to1`, `ce-bothways-0-1`, `ce-alltoall`.
-    pub fn row_name(self, gpus: &[usize]) -> String {
-        match self {
-            Pattern::OneWay => format!("ce-oneway-{}to{}", gpus[0], gpus[1]),
-            Pattern::BothWays => format!("ce-bothways-{}-{}", gpus[0], gpus[1]),
-            Pattern::AllToAll => "ce-alltoall".into(),
+/// One measurement: an engine, a pattern and the GPUs it involves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Case {
+    pub engine: Engine,
+    pub pattern: Pattern,
+    pub gpus: Vec<usize>,
+}
+
+impl Case {
+    /// The row's `impl` name: `ce-oneway-0to1`, `sm-bothways-0-1`, `ce-alltoall`.
+    pub fn row_name(&self) -> String {
+        let (e, g) = (self.engine.prefix(), &self.gpus);
+        match self.pattern {
+            Pattern::OneWay => format!("{e}-oneway-{}to{}", g[0], g[1]),
+            Pattern::BothWays => format!("{e}-bothways-{}-{}", g[0], g[1]),
+            Pattern::AllToAll => format!("{e}-alltoall"),
         }
     }
 
-    /// Every measurement of a sweep over `n` GPUs: each ordered pair one way, each pair both ways,
-    /// then all of them at once.
-    pub fn plan(n: usize) -> Vec<(Pattern, Vec<usize>)> {
+    /// Every measurement of a sweep over `n` GPUs, for each engine: each ordered pair one way,
+    /// each pair both ways, then all of them at once.
+    pub fn plan(n: usize) -> Vec<Case> {
         let mut v = vec![];
-        for i in 0..n {
-            for j in (0..n).filter(|&j| j != i) {
-                v.push((Pattern::OneWay, vec![i, j]));
+        for engine in [Engine::CopyEngines, Engine::Sm] {
+            let mut case = |pattern, gpus| v.push(Case { engine, pattern, gpus });
+            for i in 0..n {
+                for j in (0..n).filter(|&j| j != i) {
+                    case(Pattern::OneWay, vec![i, j]);
+                }
             }
-        }
-        for i in 0..n {
-            for j in i + 1..n {
-                v.push((Pattern::BothWays, vec![i, j]));
+            for i in 0..n {
+                for j in i + 1..n {
+                    case(Pattern::BothWays, vec![i, j]);
+                }
             }
+            case(Pattern::AllToAll, (0..n).collect());
         }
-        v.push((Pattern::AllToAll, (0..n).collect()));
         v
     }
+}
 
+impl Pattern {
     /// The copies of one round: (source, destination) pairs.
     fn copies(self, gpus: &[usize]) -> Vec<(usize, usize)> {
         match self {
@@ -72,6 +109,31 @@ pub struct Settings {
     pub bytes: u64,
     pub iters: u32,
     pub warmup: u32,
+    /// CTAs of the SM copy kernel (of GB_THREADS threads).
+    pub ctas: u32,
+}
+
+/// Threads per CTA of the SM copy kernel; src/kernels/device_compat.cuh's GB_THREADS.
+const THREADS: u32 = 512;
+
+/// Most GPUs of one measurement; src/kernels/ceiling.cu's GB_CEILING_MAX_DSTS is one fewer.
+pub const MAX_GPUS: usize = 8;
+const MAX_DSTS: usize = MAX_GPUS - 1;
+
+/// Mirrors `GbCeilingDsts` in src/kernels/ceiling.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct Dsts {
+    p: [u64; MAX_DSTS],
+    n: i32,
+}
+unsafe impl DeviceRepr for Dsts {}
+const _: () = assert!(std::mem::size_of::<Dsts>() == 64); // ceiling.cu asserts the same
+
+/// Slot stride in the source and receive buffers: slots stay 16-byte aligned for the SM kernel
+/// whatever the copy size.
+fn stride(bytes: u64) -> u64 {
+    bytes.next_multiple_of(4096)
 }
 
 /// Device memory from `cuMemAlloc`. Not from a stream-ordered pool (cudarc's `alloc` uses one
@@ -101,18 +163,22 @@ impl Drop for DeviceBytes {
     }
 }
 
-/// One GPU's side: its context and stream, a source buffer, and a receive slot per peer.
+/// One GPU's side: its context and streams, a source slot per destination and a receive slot per
+/// source (slot k at k × stride).
 struct Side {
     gpu: Gpu,
     src: DeviceBytes,
     recv: DeviceBytes,
-    /// One stream per destination, so copies to different peers run concurrently.
+    /// One stream per destination, so copies to different peers run concurrently; the SM kernel
+    /// runs on the first.
     streams: Vec<Arc<CudaStream>>,
+    copy: CudaFunction,
 }
 
 pub struct Host {
     sides: Vec<Side>,
     bytes: u64,
+    ctas: u32,
 }
 
 impl Host {
@@ -122,10 +188,11 @@ impl Host {
         let mut sides = Vec::with_capacity(n);
         for i in 0..n {
             let gpu = Gpu::open(i)?;
-            let (src, recv) =
-                (DeviceBytes::new(&gpu.ctx, s.bytes as usize)?, DeviceBytes::new(&gpu.ctx, s.bytes as usize * n)?);
+            let slots = (stride(s.bytes) * n as u64) as usize;
+            let (src, recv) = (DeviceBytes::new(&gpu.ctx, slots)?, DeviceBytes::new(&gpu.ctx, slots)?);
             let streams = (0..n).map(|_| gpu.ctx.new_stream()).collect::<std::result::Result<Vec<_>, _>>()?;
-            sides.push(Side { gpu, src, recv, streams });
+            let copy = gpu.function("ceiling", "gb_ceiling_sm_copy")?;
+            sides.push(Side { gpu, src, recv, streams, copy });
         }
         for i in 0..n {
             sides[i].gpu.ctx.bind_to_thread()?;
@@ -147,7 +214,7 @@ impl Host {
                 }
             }
         }
-        Ok(Host { sides, bytes: s.bytes })
+        Ok(Host { sides, bytes: s.bytes, ctas: s.ctas })
     }
 
     /// The GPUs, as the results schema records them (GPU i as rank i).
@@ -156,25 +223,56 @@ impl Host {
         self.sides.iter().enumerate().map(|(i, s)| s.gpu.describe(i, &host)).collect()
     }
 
-    /// Issues `rounds` rounds of `pattern`'s copies, returning once every copy has completed.
-    fn rounds(&self, pattern: Pattern, gpus: &[usize], rounds: u32) -> Result<()> {
-        let b = self.bytes;
+    /// Issues `rounds` rounds of the case's copies, returning once every copy has completed.
+    fn rounds(&self, case: &Case, rounds: u32) -> Result<()> {
+        let (b, st) = (self.bytes, stride(self.bytes));
+        let copies = case.pattern.copies(&case.gpus);
         for _ in 0..rounds {
-            for (i, j) in pattern.copies(gpus) {
-                let (from, to) = (&self.sides[i], &self.sides[j]);
-                let stream = &from.streams[j];
-                // SAFETY: both ranges lie inside live allocations (recv has a slot per source);
-                // the stream belongs to the source's context, which has peer access to the target.
-                unsafe {
-                    sys::cuMemcpyPeerAsync(
-                        to.recv.0 + i as u64 * b,
-                        to.gpu.ctx.cu_ctx(),
-                        from.src.0,
-                        from.gpu.ctx.cu_ctx(),
-                        b as usize,
-                        stream.cu_stream(),
-                    )
-                    .result()?;
+            match case.engine {
+                Engine::CopyEngines => {
+                    for &(i, j) in &copies {
+                        let (from, to) = (&self.sides[i], &self.sides[j]);
+                        // SAFETY: both ranges lie inside live allocations (a slot per peer on
+                        // each side); the stream belongs to the source's context, which has peer
+                        // access to the target.
+                        unsafe {
+                            sys::cuMemcpyPeerAsync(
+                                to.recv.0 + i as u64 * st,
+                                to.gpu.ctx.cu_ctx(),
+                                from.src.0 + j as u64 * st,
+                                from.gpu.ctx.cu_ctx(),
+                                b as usize,
+                                from.streams[j].cu_stream(),
+                            )
+                            .result()?;
+                        }
+                    }
+                }
+                Engine::Sm => {
+                    for &i in &case.gpus {
+                        let mut dsts = Dsts::default();
+                        for &(_, j) in copies.iter().filter(|c| c.0 == i) {
+                            dsts.p[dsts.n as usize] = self.sides[j].recv.0 + i as u64 * st;
+                            dsts.n += 1;
+                        }
+                        if dsts.n == 0 {
+                            continue;
+                        }
+                        // Source slot d of the kernel is the one for its d-th destination.
+                        let from = &self.sides[i];
+                        let src = from.src.0;
+                        let cfg = LaunchConfig {
+                            grid_dim: (self.ctas, 1, 1),
+                            block_dim: (THREADS, 1, 1),
+                            shared_mem_bytes: 0,
+                        };
+                        let mut l = from.streams[0].launch_builder(&from.copy);
+                        l.arg(&src).arg(&st).arg(&dsts).arg(&b);
+                        // SAFETY: the arguments match gb_ceiling_sm_copy's signature; the source
+                        // has n slots of `st` bytes and every destination a slot of `b` bytes in
+                        // a peer's allocation this context has peer access to.
+                        unsafe { l.launch(cfg)? };
+                    }
                 }
             }
         }
@@ -187,27 +285,27 @@ impl Host {
     }
 
     /// One measurement: warm-up, then `iters` rounds timed on the host.
-    pub fn measure(&self, pattern: Pattern, gpus: &[usize], s: &Settings) -> Result<Row> {
-        self.rounds(pattern, gpus, s.warmup)?;
+    pub fn measure(&self, case: &Case, s: &Settings) -> Result<Row> {
+        self.rounds(case, s.warmup)?;
         let t0 = Instant::now();
-        self.rounds(pattern, gpus, s.iters)?;
+        self.rounds(case, s.iters)?;
         let secs = t0.elapsed().as_secs_f64();
-        Ok(row(pattern, gpus, s, secs))
+        Ok(row(case, s, secs))
     }
 }
 
 /// The row of one measurement taking `secs` for `s.iters` rounds.
-pub fn row(pattern: Pattern, gpus: &[usize], s: &Settings, secs: f64) -> Row {
-    let senders = match pattern {
+pub fn row(case: &Case, s: &Settings, secs: f64) -> Row {
+    let senders = match case.pattern {
         Pattern::OneWay => 1,
         Pattern::BothWays => 2,
-        Pattern::AllToAll => gpus.len(),
+        Pattern::AllToAll => case.gpus.len(),
     };
-    let per_gpu = (pattern.copies(gpus).len() / senders) as f64 * s.bytes as f64;
+    let per_gpu = (case.pattern.copies(&case.gpus).len() / senders) as f64 * s.bytes as f64;
     let round_us = secs * 1e6 / s.iters as f64;
     let gbps = per_gpu / (round_us * 1e3);
     Row {
-        impl_name: pattern.row_name(gpus),
+        impl_name: case.row_name(),
         size_bytes: s.bytes,
         count: s.bytes,
         dtype: "u8".into(),
@@ -215,23 +313,30 @@ pub fn row(pattern: Pattern, gpus: &[usize], s: &Settings, secs: f64) -> Row {
         time_us: Some(round_us),
         busbw_gbps: Some(gbps),
         bw_gbps: Some(gbps),
-        bw_definition: Some(BW_DEFINITION.into()),
+        bw_definition: Some(bw_definition(case.engine, s)),
         wrong: None,
         status: Status::Ok,
         ..Default::default()
     }
 }
 
-pub const BW_DEFINITION: &str =
-    "bytes each sending GPU copies to its peers per round / round time (copy engines, no SM)";
+const BW: &str = "bytes each sending GPU copies to its peers per round / round time";
 
-/// The table, nccl-tests style: a header, one line per measurement, and the ceiling figures.
+fn bw_definition(engine: Engine, s: &Settings) -> String {
+    match engine {
+        Engine::CopyEngines => format!("{BW} (copy engines, no SM)"),
+        Engine::Sm => format!("{BW} (SM copy kernel, {} CTAs of {THREADS} threads, no protocol)", s.ctas),
+    }
+}
+
+/// The table, nccl-tests style: a header, one line per measurement, and the figures per engine
+/// and pattern.
 pub fn table(s: &Settings, rows: &[Row]) -> String {
     let mut t = format!(
-        "# ginbench ceiling: copy engines between {} GPUs of this host, {} bytes per copy, {} rounds after {} warm-up\n\
-         # GB/s per GPU: {BW_DEFINITION}\n\
+        "# ginbench ceiling: copy engines and SM stores between {} GPUs of this host, {} bytes per copy, {} rounds after {} warm-up\n\
+         # GB/s per GPU: {BW}; ce: copy engines, no SM; sm: a copy kernel of {} CTAs, no protocol\n\
          #{:>18} {:>12} {:>12} {:>12}\n",
-        s.gpus, s.bytes, s.iters, s.warmup, "pattern", "size (B)", "round (us)", "GB/s per GPU"
+        s.gpus, s.bytes, s.iters, s.warmup, s.ctas, "pattern", "size (B)", "round (us)", "GB/s per GPU"
     );
     for r in rows {
         t += &format!(
@@ -242,12 +347,15 @@ pub fn table(s: &Settings, rows: &[Row]) -> String {
             r.busbw_gbps.unwrap_or(f64::NAN)
         );
     }
-    for (label, prefix) in [("one way", "ce-oneway-"), ("both ways", "ce-bothways-"), ("all-to-all", "ce-alltoall")] {
-        let v: Vec<f64> =
-            rows.iter().filter(|r| r.impl_name.starts_with(prefix)).filter_map(|r| r.busbw_gbps).collect();
-        if !v.is_empty() {
-            let (lo, hi) = v.iter().fold((f64::INFINITY, 0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-            t += &format!("# ceiling {label:<10}: {lo:.1} GB/s per GPU (slowest), {hi:.1} (fastest)\n");
+    for (what, e) in [("ceiling", "ce"), ("SM stores", "sm")] {
+        for (label, pattern) in [("one way", "oneway-"), ("both ways", "bothways-"), ("all-to-all", "alltoall")] {
+            let prefix = format!("{e}-{pattern}");
+            let v: Vec<f64> =
+                rows.iter().filter(|r| r.impl_name.starts_with(&prefix)).filter_map(|r| r.busbw_gbps).collect();
+            if !v.is_empty() {
+                let (lo, hi) = v.iter().fold((f64::INFINITY, 0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+                t += &format!("# {what} {label:<10}: {lo:.1} GB/s per GPU (slowest), {hi:.1} (fastest)\n");
+            }
         }
     }
     t
@@ -258,33 +366,47 @@ mod tests {
     use super::*;
 
     #[test]
-    fn plan_covers_every_pair_and_the_whole_host() {
-        let p = Pattern::plan(4);
-        assert_eq!(p.iter().filter(|(k, _)| *k == Pattern::OneWay).count(), 12);
-        assert_eq!(p.iter().filter(|(k, _)| *k == Pattern::BothWays).count(), 6);
-        assert_eq!(p.last().unwrap(), &(Pattern::AllToAll, vec![0, 1, 2, 3]));
+    fn plan_covers_every_pair_and_the_whole_host_for_each_engine() {
+        let p = Case::plan(4);
+        for engine in [Engine::CopyEngines, Engine::Sm] {
+            let count = |pattern| p.iter().filter(|c| c.engine == engine && c.pattern == pattern).count();
+            assert_eq!((count(Pattern::OneWay), count(Pattern::BothWays), count(Pattern::AllToAll)), (12, 6, 1));
+        }
+        assert_eq!(p.len(), 38);
+        let last = p.last().unwrap();
+        assert_eq!((last.row_name(), &last.gpus), ("sm-alltoall".to_string(), &vec![0, 1, 2, 3]));
+        assert_eq!(p[0].row_name(), "ce-oneway-0to1");
         assert_eq!(Pattern::AllToAll.copies(&[0, 1, 2]).len(), 6);
         assert_eq!(Pattern::BothWays.copies(&[1, 3]), vec![(1, 3), (3, 1)]);
     }
 
     #[test]
     fn figures_are_per_sending_gpu() {
-        let s = Settings { gpus: 4, bytes: 1_000_000_000, iters: 10, warmup: 1 };
+        let s = Settings { gpus: 4, bytes: 1_000_000_000, iters: 10, warmup: 1, ctas: 128 };
+        let case = |engine, pattern, gpus: &[usize]| Case { engine, pattern, gpus: gpus.to_vec() };
         // 10 rounds in 1 s: a one-way copy of 1 GB per round is 10 GB/s.
-        assert_eq!(row(Pattern::OneWay, &[0, 1], &s, 1.0).busbw_gbps, Some(10.0));
+        assert_eq!(row(&case(Engine::CopyEngines, Pattern::OneWay, &[0, 1]), &s, 1.0).busbw_gbps, Some(10.0));
         // Both ways: each GPU still sends 1 GB per round.
-        assert_eq!(row(Pattern::BothWays, &[0, 1], &s, 1.0).busbw_gbps, Some(10.0));
+        let r = row(&case(Engine::Sm, Pattern::BothWays, &[1, 3]), &s, 1.0);
+        assert_eq!((r.impl_name.as_str(), r.busbw_gbps), ("sm-bothways-1-3", Some(10.0)));
+        assert!(r.bw_definition.unwrap().contains("128 CTAs"));
         // All-to-all on 4 GPUs: each sends 3 GB per round.
-        let r = row(Pattern::AllToAll, &[0, 1, 2, 3], &s, 1.0);
+        let r = row(&case(Engine::CopyEngines, Pattern::AllToAll, &[0, 1, 2, 3]), &s, 1.0);
         assert_eq!((r.impl_name.as_str(), r.busbw_gbps, r.time_us), ("ce-alltoall", Some(30.0), Some(100_000.0)));
     }
 
     #[test]
     fn table_names_the_slowest_and_fastest() {
-        let s = Settings { gpus: 2, bytes: 1_000_000_000, iters: 10, warmup: 1 };
-        let rows = vec![row(Pattern::OneWay, &[0, 1], &s, 1.0), row(Pattern::OneWay, &[1, 0], &s, 2.0)];
+        let s = Settings { gpus: 2, bytes: 1_000_000_000, iters: 10, warmup: 1, ctas: 128 };
+        let case = |engine, gpus: &[usize]| Case { engine, pattern: Pattern::OneWay, gpus: gpus.to_vec() };
+        let rows = vec![
+            row(&case(Engine::CopyEngines, &[0, 1]), &s, 1.0),
+            row(&case(Engine::CopyEngines, &[1, 0]), &s, 2.0),
+            row(&case(Engine::Sm, &[0, 1]), &s, 4.0),
+        ];
         let t = table(&s, &rows);
         assert!(t.contains("# ceiling one way   : 5.0 GB/s per GPU (slowest), 10.0 (fastest)"), "{t}");
+        assert!(t.contains("# SM stores one way   : 2.5 GB/s per GPU (slowest), 2.5 (fastest)"), "{t}");
         assert!(!t.contains("all-to-all:"), "{t}");
     }
 }

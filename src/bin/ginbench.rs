@@ -43,14 +43,14 @@ enum Cmd {
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
     },
-    /// The NVLink ceiling of this host, measured with the copy engines (no SM): every pair one way
-    /// and both ways at once (the link limit alltoall busbw is read against), and every GPU to
-    /// every other at once (what copy engines reach in the alltoall pattern), in GB/s per sending
-    /// GPU. Keep its JSON beside results.
+    /// The NVLink ceiling of this host: the copy engines (no SM) and an SM copy kernel (nvl's copy
+    /// loop without its protocol), every pair one way and both ways at once (the copy engines'
+    /// both-ways figure is the link limit alltoall busbw is read against), and every GPU to every
+    /// other at once (the alltoall pattern), in GB/s per sending GPU. Keep its JSON beside results.
     /// Exit 6 on bad input, 8 with fewer than 2 GPUs or no peer path.
     Ceiling {
-        /// GPUs to use, 0..g-1 (default: every visible GPU)
-        #[arg(short = 'g', long = "ngpus", value_parser = clap::value_parser!(u32).range(2..))]
+        /// GPUs to use, 0..g-1 (default: every visible GPU; at most 8)
+        #[arg(short = 'g', long = "ngpus", value_parser = clap::value_parser!(u32).range(2..=8))]
         gpus: Option<u32>,
         /// Bytes per copy (K/M/G suffixes, powers of 1024)
         #[arg(short = 'b', long = "bytes", default_value = "256M")]
@@ -61,6 +61,9 @@ enum Cmd {
         /// Untimed rounds first
         #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
         warmup: u32,
+        /// CTAs of the SM copy kernel (512 threads each; alltoall_perf's nvl default is 128)
+        #[arg(short = 'V', long = "ctas", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
+        ctas: u32,
         /// Also write the figures as JSON (schema ginbench/1, benchmark "ceiling")
         #[arg(short = 'J', long = "output_file", value_name = "FILE")]
         json: Option<PathBuf>,
@@ -170,8 +173,15 @@ fn run_report(runs: &[PathBuf], labels: &[String], out: &Path) -> i32 {
 }
 
 /// `ginbench ceiling`: everything the command line decides is checked before a GPU is opened.
-fn run_ceiling(gpus: Option<u32>, bytes: &str, iters: u32, warmup: u32, json: Option<&Path>) -> Result<(), Error> {
-    use ginbench::ceiling::{self, Host, Pattern, Settings};
+fn run_ceiling(
+    g: Option<u32>,
+    bytes: &str,
+    iters: u32,
+    warmup: u32,
+    ctas: u32,
+    json: Option<&Path>,
+) -> Result<(), Error> {
+    use ginbench::ceiling::{self, Case, Host, Settings};
     let bytes = ginbench::harness::sizes::parse_size(bytes)?;
     if bytes == 0 || bytes > 64 << 30 {
         return Err(Error::usage(format!("-b {bytes}: a copy must be 1 B to 64 GiB"), "e.g. -b 256M"));
@@ -180,24 +190,30 @@ fn run_ceiling(gpus: Option<u32>, bytes: &str, iters: u32, warmup: u32, json: Op
         ginbench::driver::cli::check_writable(path, "-J")?;
     }
     let visible = ginbench::cuda::device_count()?;
-    let n = gpus.map_or(visible, |g| g as usize);
+    let n = g.map_or(visible, |g| g as usize);
+    if n > ceiling::MAX_GPUS {
+        return Err(Error::env(
+            format!("{n} GPUs visible; the ceiling covers at most {}", ceiling::MAX_GPUS),
+            "choose them with -g",
+        ));
+    }
     if n < 2 || n > visible {
         return Err(Error::env(
             format!("the ceiling needs 2 or more GPUs: {n} asked, {visible} visible"),
             "run it on a multi-GPU host; -g chooses how many",
         ));
     }
-    let s = Settings { gpus: n, bytes, iters, warmup };
+    let s = Settings { gpus: n, bytes, iters, warmup, ctas };
     let host = Host::open(&s)?;
     let mut rows = vec![];
-    for (pattern, set) in Pattern::plan(n) {
-        rows.push(host.measure(pattern, &set, &s)?);
+    for case in Case::plan(n) {
+        rows.push(host.measure(&case, &s)?);
     }
     print!("{}", ceiling::table(&s, &rows));
     if let Some(path) = json {
         let env = ginbench::environment::build(host.describe(), Default::default(), None);
         let command = std::env::args().collect::<Vec<_>>().join(" ");
-        let config = serde_json::json!({ "gpus": n, "bytes": bytes, "iters": iters, "warmup": warmup });
+        let config = serde_json::json!({ "gpus": n, "bytes": bytes, "iters": iters, "warmup": warmup, "ctas": ctas });
         let mut run = ginbench::results::Run::start("ceiling", &command, ginbench::results::now_rfc3339(), env, config);
         run.finish(rows, Default::default(), None);
         write_atomic(path, json::to_string(&run).as_bytes())?;
@@ -235,8 +251,8 @@ fn main() {
             Ok(line) => println!("{line}"),
             Err(e) => die(PROG, &e),
         },
-        Cmd::Ceiling { gpus, bytes, iters, warmup, json } => {
-            if let Err(e) = run_ceiling(gpus, &bytes, iters, warmup, json.as_deref()) {
+        Cmd::Ceiling { gpus, bytes, iters, warmup, ctas, json } => {
+            if let Err(e) = run_ceiling(gpus, &bytes, iters, warmup, ctas, json.as_deref()) {
                 die(PROG, &e)
             }
         }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Loopback GIN, ranks as threads: the issue-12 item-4 sweeps, chaos seeds, faults; the NVLink ceiling.
+# Loopback GIN, ranks as threads: the gin / hybrid sweeps, chaos seeds, faults; the NVLink ceiling.
 set -u
 B=.bundle; W=/tmp/g; rm -rf $W; mkdir -p $W
 export NCCL_NVLS_ENABLE=0

@@ -77,6 +77,21 @@ pub fn die(prog: &str, e: &Error) -> ! {
 }
 
 /// Parse `prog`'s argv: help and version print and exit 0; errors are one line, exit 6.
+/// The process's arguments, refusing (not panicking on) one that is not UTF-8.
+pub fn utf8_args() -> Result<Vec<String>> {
+    std::env::args_os()
+        .enumerate()
+        .map(|(i, a)| {
+            a.into_string().map_err(|a| {
+                Error::usage(
+                    format!("argument {i} ({}) is not valid UTF-8", a.to_string_lossy()),
+                    "name files and values in UTF-8",
+                )
+            })
+        })
+        .collect()
+}
+
 pub fn parse_args<A: clap::Parser>(prog: &str, argv: Vec<String>) -> Result<A> {
     A::try_parse_from(&argv).map_err(|e| {
         use clap::error::ErrorKind::*;

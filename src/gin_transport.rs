@@ -181,7 +181,10 @@ pub fn record_granted(boot: &dyn Bootstrap, config: &mut serde_json::Value, at: 
 /// is named (`-D all` runs them only where it is given).
 pub fn check_emulate_nodes(nodes: Option<usize>, impls_all: bool, first_emu: Option<&str>) -> Result<()> {
     if nodes == Some(0) {
-        return Err(Error::usage("--emulate-nodes 0", "give at least 1 virtual node, e.g. --emulate-nodes 2"));
+        return Err(Error::usage(
+            "--emulate-nodes 0: there must be at least one virtual node",
+            "give at least 1 virtual node, e.g. --emulate-nodes 2",
+        ));
     }
     if let (None, false, Some(name)) = (nodes, impls_all, first_emu) {
         return Err(Error::usage(

@@ -1,4 +1,4 @@
-//! The results document, schema `ginbench/1` (DESIGN §6). Required fields are plain struct
+//! The results document, schema `ginbench/1` (README "Output"). Required fields are plain struct
 //! fields; extra fields are welcome and ignored by readers that do not know them.
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -30,6 +30,15 @@ macro_rules! named_enum {
 }
 
 pub const SCHEMA: &str = "ginbench/1";
+
+/// Every `benchmark` a results file can name: the benchmarks' `KIND`s and `ginbench ceiling`.
+pub const BENCHMARKS: &[&str] = &["alltoall", "ep", "interference", "ceiling"];
+
+/// `kind`, asserted (in debug builds) to be one that results files may name.
+pub fn known_benchmark(kind: &str) -> &str {
+    debug_assert!(BENCHMARKS.contains(&kind), "benchmark '{kind}' missing from BENCHMARKS");
+    kind
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Run {

@@ -41,6 +41,13 @@ fn bad_input_is_one_line_and_exit_6() {
         // GIN knobs with no impl on NCCL's GIN, or out of range.
         (vec!["--gin-contexts", "2"], "--gin-contexts applies to the impls on NCCL's GIN"),
         (vec!["-D", "gin", "-R", "2", "--gin-contexts", "0"], "--gin-contexts 0 is not in 1..=1024"),
+        // A timeout that would overflow the watchdog's milliseconds.
+        (vec!["-T", "18446744073709552"], "--timeout"),
+        // An empty -D item; results files that would overwrite each other or a device.
+        (vec!["-D", "host,"], "empty item in the implementation list"),
+        (vec!["-J", "x.json", "--csv", "x.json"], "-J and --csv both name x.json"),
+        (vec!["-J", "/dev/null"], "not a regular file"),
+        (vec!["--csv", "-"], "CSV is written to a file"),
     ] {
         let o = run(A2A, &args, &[]);
         let e = stderr(&o);
@@ -49,6 +56,25 @@ fn bad_input_is_one_line_and_exit_6() {
         assert!(e.starts_with("alltoall_perf: error: "), "{args:?}: {e}");
         assert_eq!(e.trim_end().lines().count(), 1, "{args:?}: {e}");
         assert!(!e.contains("panicked"), "{args:?}: {e}");
+    }
+}
+
+#[test]
+fn arguments_that_are_not_utf8_are_refused_not_a_panic() {
+    use std::os::unix::ffi::OsStrExt;
+    let bad = std::ffi::OsStr::from_bytes(b"x\xff.json");
+    for (bin, code) in [(A2A, 6), (EP, 6), (GB, 6)] {
+        let mut args = vec![std::ffi::OsStr::new("-J"), bad];
+        if bin == GB {
+            args = vec![bad];
+        }
+        let o = Command::new(bin).args(&args).output().expect("binary runs");
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(code), "{bin}: {e}");
+        assert!(
+            !e.contains("panicked") && e.starts_with(if bin == GB { "ginbench: error: " } else { "" }),
+            "{bin}: {e}"
+        );
     }
 }
 
@@ -169,11 +195,14 @@ fn ep_perf_help_and_lists() {
 fn version_is_long_only_and_names_the_commit() {
     // `-V` is the CTA count (nccl-tests' -V); a debug build used to panic on the clash with
     // clap's `-V` for version.
-    for bin in [A2A, EP] {
+    for bin in [A2A, EP, GB] {
         let o = run(bin, &["--version"], &[]);
         assert_eq!(o.status.code(), Some(0), "{bin}: {}", stderr(&o));
         let v = String::from_utf8_lossy(&o.stdout);
         assert!(v.contains(env!("CARGO_PKG_VERSION")) && v.contains('('), "{bin}: {v}");
+        if bin == GB {
+            continue;
+        }
         let o = run(bin, &["-V", "8", "--list-impls"], &[]);
         assert_eq!(o.status.code(), Some(0), "{bin}: {}", stderr(&o));
     }
@@ -206,6 +235,10 @@ fn ceiling_checks_its_command_line_before_any_gpu() {
         (vec!["ceiling", "-g", "1"], "--ngpus"),
         (vec!["ceiling", "-n", "0"], "--iters"),
         (vec!["ceiling", "-J", "/nonexistent/dir/c.json"], "does not exist"),
+        (vec!["ceiling", "-g", "9"], "--ngpus"),
+        (vec!["ceiling", "-g", "-1"], "--ngpus"),
+        (vec!["ceiling", "-V", "0"], "--ctas"),
+        (vec!["ceiling", "-J", "c.json/"], "is a folder"),
     ] {
         let o = run(GB, &args, &[]);
         let e = stderr(&o);

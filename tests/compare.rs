@@ -99,8 +99,45 @@ fn fails_closed() {
 }
 
 #[test]
+fn one_failed_cycle_among_good_ones_fails_the_gate() {
+    let cycles = |n| (0..n).map(|c| row("host", 1 << 27, 100.0, 100.0, c)).collect::<Vec<_>>();
+    let b = run(cycles(3));
+    for status in [Status::Failed, Status::Skipped] {
+        let mut c = cycles(3);
+        c[1] = not_run(c[1].clone(), status, "NCCL error");
+        let o = compare::compare(&b, &run(c), 0.05).unwrap();
+        assert!(!o.passed, "{status:?}");
+        assert_eq!(verdict(&o, "host"), Verdict::NewlySkipped);
+        assert!(o.findings[0].detail.contains("1 of 3 cycles"), "{}", o.findings[0].detail);
+    }
+    // The same failed cycle in the baseline is not new.
+    let mut bf = cycles(3);
+    bf[2] = not_run(bf[2].clone(), Status::Failed, "NCCL error");
+    let mut c = cycles(3);
+    c[1] = not_run(c[1].clone(), Status::Failed, "NCCL error");
+    assert!(compare::compare(&run(bf), &run(c), 0.05).unwrap().passed);
+}
+
+#[test]
+fn wrong_counts_do_not_overflow() {
+    let b = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0), row("nvl", 1 << 20, 10.0, 10.0, 1)]);
+    let mut c = b.clone();
+    for r in &mut c.rows {
+        r.wrong = Some(u64::MAX);
+    }
+    let o = compare::compare(&b, &c, 0.05).unwrap();
+    assert_eq!(verdict(&o, "nvl"), Verdict::Wrong);
+    assert!(o.findings[0].detail.starts_with(&u64::MAX.to_string()), "{}", o.findings[0].detail);
+}
+
+#[test]
 fn bad_inputs() {
     assert_eq!(compare::parse_threshold("5%").unwrap(), 0.05);
+    assert!(compare::parse_threshold("5%%").is_err());
+    assert_eq!(compare::parse_threshold("-0").unwrap().to_string(), "0");
+    let mut v: serde_json::Value = serde_json::from_str(&json::to_string(&run(vec![]))).unwrap();
+    v["benchmark"] = "banana".into();
+    assert!(json::parse(&v.to_string()).unwrap_err().contains("benchmark 'banana' is none of"));
     assert_eq!(compare::parse_threshold("12.5").unwrap(), 0.125);
     assert!(compare::parse_threshold("-1%").is_err());
     assert!(compare::parse_threshold("fast").is_err());
@@ -361,6 +398,24 @@ fn the_command_refuses_empty_failed_and_impossible_files() {
             assert!(e.contains(n), "{n}: {e}");
         }
     }
+    // Outputs are checked before anything is compared, so no verdict is printed and lost; a
+    // device is never read (it would be read forever) nor replaced.
+    let same = dir.join("same.out");
+    let missing = dir.join("no/such/dir/x.json");
+    for (extra, needle) in [
+        (vec!["--json".as_ref(), missing.as_os_str()], "does not exist"),
+        (vec!["--json".as_ref(), same.as_os_str(), "--junit".as_ref(), same.as_os_str()], "both name"),
+        (vec!["--junit".as_ref(), "/dev/null".as_ref()], "not a regular file"),
+    ] {
+        let o = Command::new(gb).arg("compare").args([&good, &good]).args(&extra).output().unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!((o.status.code(), o.stdout.len()), (Some(2), 0), "{extra:?}: {e}");
+        assert!(e.contains(needle) && e.trim_end().lines().count() == 1, "{extra:?}: {e}");
+    }
+    let o = Command::new(gb).args(["compare".as_ref(), good.as_os_str(), "/dev/zero".as_ref()]).output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("/dev/zero: not a regular file"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

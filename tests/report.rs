@@ -182,6 +182,27 @@ fn section<'a>(md: &'a str, h: &str) -> &'a str {
 }
 
 #[test]
+fn sections_whose_names_differ_only_in_punctuation_get_their_own_plots() {
+    let dir = std::env::temp_dir().join(format!("ginbench-report-slugs-{}", std::process::id()));
+    let mut r = run("NVIDIA H200", GinKind::None, 1.0);
+    let mut other = r.rows.clone();
+    for row in &mut other {
+        row.impl_name = "nvl_ll".into();
+        row.time_us = row.time_us.map(|t| t * 2.0);
+    }
+    for row in &mut r.rows {
+        row.impl_name = "nvl-ll".into();
+    }
+    r.rows.extend(other);
+    sidebyside::write(&[Labeled { label: "a".into(), run: r }], &dir).unwrap();
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    for f in ["busbw_nvl_ll_float_out_of_place.svg", "busbw_nvl_ll_float_out_of_place_2.svg"] {
+        assert!(md.contains(f) && dir.join(f).exists(), "{f}: {md}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn default_labels_are_distinct() {
     use std::path::PathBuf;
     let p = |v: &[&str]| v.iter().map(PathBuf::from).collect::<Vec<_>>();

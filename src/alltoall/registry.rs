@@ -140,7 +140,6 @@ pub const IMPLS: &[ImplInfo] = &[
     },
 ];
 
-/// Resolve a `-D` value: comma-separated numbers or names, or `all`.
 /// `-R`: 0 none, 1 ncclCommRegister, 2 symmetric window, which impls on windows need.
 pub fn check_registration(register: u32, impls: &[&ImplInfo]) -> Result<()> {
     if register > 2 {
@@ -160,20 +159,17 @@ pub fn check_registration(register: u32, impls: &[&ImplInfo]) -> Result<()> {
     Ok(())
 }
 
+/// Resolve a `-D` value: comma-separated numbers or names (each kept once), or `all`.
 pub fn resolve(spec: &str) -> Result<Vec<&'static ImplInfo>> {
     if spec.trim() == "all" {
         return Ok(IMPLS.iter().collect());
     }
-    let mut out: Vec<&'static ImplInfo> = vec![];
-    for tok in spec.split(',').map(str::trim) {
-        let found = IMPLS.iter().find(|i| i.name == tok || i.id.to_string() == tok).ok_or_else(|| {
+    let at = crate::driver::cli::list(spec, "implementation", |tok| {
+        IMPLS.iter().position(|i| i.name == tok || i.id.to_string() == tok).ok_or_else(|| {
             Error::usage(format!("unknown implementation '{tok}'"), format!("use -D all or one of {}", list()))
-        })?;
-        if !out.iter().any(|i| i.id == found.id) {
-            out.push(found);
-        }
-    }
-    Ok(out)
+        })
+    })?;
+    Ok(at.into_iter().map(|k| &IMPLS[k]).collect())
 }
 
 /// "0 host, 1 nvl-simple, ..." for messages and --list-impls.
@@ -190,6 +186,7 @@ mod tests {
         assert_eq!(resolve("host").unwrap()[0].id, 0);
         assert_eq!(resolve("all").unwrap().len(), IMPLS.len());
         assert_eq!(resolve("0,host").unwrap().len(), 1);
+        assert!(resolve(",").unwrap_err().msg.contains("empty item in the implementation list"));
         assert!(resolve("nope").is_err());
     }
 }

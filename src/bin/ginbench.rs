@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 const PROG: &str = "ginbench";
 
 #[derive(Parser)]
-#[command(name = "ginbench", version, about = "ginbench: node report and results tools")]
+#[command(name = "ginbench", version = ginbench::driver::cli::VERSION, about = "ginbench: node report and results tools")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -34,7 +34,7 @@ enum Cmd {
         baseline: PathBuf,
         candidate: PathBuf,
         /// Slowdown that counts as a regression (beyond the baseline's own spread too)
-        #[arg(long, default_value = "5%")]
+        #[arg(long, default_value = "5%", allow_hyphen_values = true)]
         threshold: String,
         /// Also write the verdicts as JSON (schema ginbench-compare/1)
         #[arg(long, value_name = "FILE")]
@@ -47,6 +47,7 @@ enum Cmd {
     /// loop without its protocol), every pair one way and both ways at once (the copy engines'
     /// both-ways figure is the link limit alltoall busbw is read against), and every GPU to every
     /// other at once (the alltoall pattern), in GB/s per sending GPU. Keep its JSON beside results.
+    #[command(allow_negative_numbers = true)]
     /// Exit 6 on bad input, 8 with fewer than 2 GPUs or no peer path.
     Ceiling {
         /// GPUs to use, 0..g-1 (default: every visible GPU; at most 8)
@@ -87,7 +88,7 @@ enum Cmd {
 
 /// `compare` and `report` exit 2 on bad input (its documented contract); other subcommands use exit 6.
 fn bad_input_exit() -> i32 {
-    if matches!(std::env::args().nth(1).as_deref(), Some("compare" | "report")) {
+    if matches!(std::env::args_os().nth(1).as_deref().and_then(|a| a.to_str()), Some("compare" | "report")) {
         2
     } else {
         Exit::Usage as i32
@@ -97,6 +98,15 @@ fn bad_input_exit() -> i32 {
 /// Read a results file and refuse impossible values (NaN, infinite, zero or negative times and
 /// bandwidths); errors name the file.
 fn load(path: &Path) -> Result<ginbench::results::Run, String> {
+    // Only a regular file of sane size: a device or FIFO would be read forever.
+    const MAX_BYTES: u64 = 1 << 30;
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => return Err(format!("{}: not a regular file", path.display())),
+        Ok(m) if m.len() > MAX_BYTES => {
+            return Err(format!("{}: {} bytes is over the 1 GiB a results file may have", path.display(), m.len()))
+        }
+        _ => {}
+    }
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let run = json::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     compare::check_values(&run).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -112,6 +122,22 @@ fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path
         Ok(t) => t,
         Err(e) => return bad(e),
     };
+    // The outputs are checked before anything is read, so a verdict is never lost to a bad path.
+    let check = || -> Result<(), Error> {
+        use ginbench::driver::cli::{check_distinct, check_writable};
+        for (p, flag) in [(json_out, "--json"), (junit, "--junit")] {
+            if let Some(p) = p {
+                check_writable(p, flag)?;
+            }
+        }
+        if let (Some(j), Some(x)) = (json_out, junit) {
+            check_distinct((j, "--json"), (x, "--junit"))?;
+        }
+        Ok(())
+    };
+    if let Err(e) = check() {
+        return bad(e.to_string());
+    }
     let (b, c) = match (load(base), load(cand)) {
         (Ok(b), Ok(c)) => (b, c),
         (Err(e), _) | (_, Err(e)) => return bad(e),
@@ -212,9 +238,15 @@ fn run_ceiling(
     print!("{}", ceiling::table(&s, &rows));
     if let Some(path) = json {
         let env = ginbench::environment::build(host.describe(), Default::default(), None);
-        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        let command = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ");
         let config = serde_json::json!({ "gpus": n, "bytes": bytes, "iters": iters, "warmup": warmup, "ctas": ctas });
-        let mut run = ginbench::results::Run::start("ceiling", &command, ginbench::results::now_rfc3339(), env, config);
+        let mut run = ginbench::results::Run::start(
+            ginbench::results::known_benchmark("ceiling"),
+            &command,
+            ginbench::results::now_rfc3339(),
+            env,
+            config,
+        );
         run.finish(rows, Default::default(), None);
         write_atomic(path, json::to_string(&run).as_bytes())?;
         println!("# Wrote JSON to {}", path.display());

@@ -4,7 +4,7 @@ use ginbench::interference::cli;
 const PROG: &str = "interference_perf";
 
 fn main() {
-    let argv: Vec<String> = std::env::args().collect();
+    let argv = ginbench::error::utf8_args().unwrap_or_else(|e| die(PROG, &e));
     let command = argv.join(" ");
     let args = cli::parse(argv).unwrap_or_else(|e| die(PROG, &e));
     if args.common.list_impls {

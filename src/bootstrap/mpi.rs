@@ -147,7 +147,7 @@ impl MpiRank {
     }
 
     fn fail(&self, msg: &str) -> ! {
-        let prog = std::env::args().next().unwrap_or_default();
+        let prog = std::env::args_os().next().unwrap_or_default();
         let prog = std::path::Path::new(&prog).file_name().map(|s| s.to_string_lossy().into_owned());
         eprintln!("{}: error: rank {}: {msg}", prog.unwrap_or_else(|| "ginbench".into()), self.rank);
         unsafe { (self.shim.abort)(Exit::Internal as c_int) };

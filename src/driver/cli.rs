@@ -44,10 +44,11 @@ pub struct CommonArgs {
     /// Time reduced over ranks: 0 rank 0, 1 average, 2 minimum, 3 maximum
     #[arg(short = 'a', long = "average", default_value_t = 1)]
     pub average: u32,
-    /// Seconds a step (init, one measurement) may take before communicators are aborted (0 = off)
-    #[arg(short = 'T', long = "timeout", default_value_t = 0)]
+    /// Seconds a step (init, one measurement) may take before communicators are aborted (0 = off;
+    /// at most 604800, a week)
+    #[arg(short = 'T', long = "timeout", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=604_800))]
     pub timeout: u64,
-    /// CTAs for device kernels (0 = the impl's tuned default; see --list-impls)
+    /// CTAs for device kernels (0 = each impl's tuned default)
     #[arg(short = 'V', long = "device_cta_count", default_value_t = 0)]
     pub cta_count: u32,
     /// 1: add per-iteration p50 / p99 columns to the table (EP tables always show them)
@@ -152,11 +153,25 @@ pub fn flag01(v: u32, flag: &str) -> Result<bool> {
     }
 }
 
-/// A comma-separated list, each item parsed; empty lists are an error.
-pub fn list<T>(text: &str, what: &str, parse: impl Fn(&str) -> Result<T>) -> Result<Vec<T>> {
-    let v: Vec<T> = text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(parse).collect::<Result<_>>()?;
-    if v.is_empty() {
+/// A comma-separated list, each item parsed; an empty list or item is an error, and a repeated
+/// value (also one spelled two ways, e.g. bf16,bfloat16) is kept once, as a row measured twice
+/// would pass for a second cycle.
+pub fn list<T: PartialEq>(text: &str, what: &str, parse: impl Fn(&str) -> Result<T>) -> Result<Vec<T>> {
+    if text.trim().is_empty() {
         return Err(Error::usage(format!("empty {what} list"), format!("give at least one {what}")));
+    }
+    let mut v: Vec<T> = vec![];
+    for item in text.split(',').map(str::trim) {
+        if item.is_empty() {
+            return Err(Error::usage(
+                format!("empty item in the {what} list '{text}'"),
+                "separate items with single commas",
+            ));
+        }
+        let x = parse(item)?;
+        if !v.contains(&x) {
+            v.push(x);
+        }
     }
     Ok(v)
 }
@@ -197,7 +212,16 @@ impl Common {
             }
         }
         if let Some(p) = &a.csv {
+            if p == Path::new("-") {
+                return Err(Error::usage(
+                    "--csv - : CSV is written to a file",
+                    "name a file (-J - puts JSON on stdout)",
+                ));
+            }
             check_writable(p, "--csv")?;
+            if let Some(j) = &a.json {
+                check_distinct((j, "-J"), (p, "--csv"))?;
+            }
         }
         Ok(Common {
             local_ranks,
@@ -245,13 +269,22 @@ pub fn launcher_rank() -> Option<(usize, usize)> {
 }
 
 /// A results file must be writable before hours of measurement: its folder exists and takes a
-/// new file, and the path is not a folder.
+/// new file, and the path names a file (not a folder, nor a device, FIFO or socket that writing
+/// the results atomically would replace). A symbolic link is written through to its target.
 pub fn check_writable(path: &Path, flag: &str) -> Result<()> {
     let shown = path.display();
-    if path.is_dir() {
+    if path.as_os_str().to_string_lossy().ends_with('/') || path.is_dir() {
         return Err(Error::usage(format!("{flag} {shown} is a folder"), "give a file name"));
     }
-    let dir = match path.parent() {
+    if path.exists() && !path.is_file() {
+        return Err(Error::usage(
+            format!("{flag} {shown} exists and is not a regular file"),
+            "give the name of a new or regular file",
+        ));
+    }
+    let target = crate::report::resolve_link(path)
+        .map_err(|e| Error::usage(format!("{flag} {shown}: {e}"), "give a file name whose link resolves"))?;
+    let dir = match target.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
@@ -266,6 +299,19 @@ pub fn check_writable(path: &Path, flag: &str) -> Result<()> {
         Error::usage(format!("{flag} {shown}: cannot write in {}: {e}", dir.display()), "choose a writable folder")
     })?;
     let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// Two results flags naming one file would leave only the last written.
+pub fn check_distinct(a: (&Path, &str), b: (&Path, &str)) -> Result<()> {
+    let same =
+        a.0 == b.0 || matches!((std::fs::canonicalize(a.0), std::fs::canonicalize(b.0)), (Ok(x), Ok(y)) if x == y);
+    if same {
+        return Err(Error::usage(
+            format!("{} and {} both name {}", a.1, b.1, a.0.display()),
+            "give each output its own file",
+        ));
+    }
     Ok(())
 }
 
@@ -286,5 +332,12 @@ mod tests {
         assert!(e.msg.contains("does not exist"), "{e}");
         let e = check_writable(&dir, "--csv").unwrap_err();
         assert!(e.msg.contains("is a folder"), "{e}");
+        let e = check_writable(Path::new("x.json/"), "-J").unwrap_err();
+        assert!(e.msg.contains("is a folder"), "{e}");
+        let e = check_writable(Path::new("/dev/null"), "-J").unwrap_err();
+        assert!(e.msg.contains("not a regular file"), "{e}");
+        let e = check_distinct((Path::new("a.json"), "-J"), (Path::new("a.json"), "--csv")).unwrap_err();
+        assert!(e.msg.contains("-J and --csv both name a.json"), "{e}");
+        assert!(check_distinct((Path::new("a.json"), "-J"), (Path::new("a.csv"), "--csv")).is_ok());
     }
 }

@@ -81,20 +81,16 @@ pub const IMPLS: &[EpImplInfo] = &[
     },
 ];
 
-/// Resolve a `-D` value: comma-separated names, or `all`.
+/// Resolve a `-D` value: comma-separated names (each kept once), or `all`.
 pub fn resolve(spec: &str) -> Result<Vec<&'static EpImplInfo>> {
     if spec.trim() == "all" {
         return Ok(IMPLS.iter().collect());
     }
-    let mut out: Vec<&'static EpImplInfo> = vec![];
-    for name in crate::driver::cli::list(spec, "implementation", |s| Ok(s.to_string()))? {
-        let found = IMPLS
+    let at = crate::driver::cli::list(spec, "implementation", |name| {
+        IMPLS
             .iter()
-            .find(|i| i.name == name)
-            .ok_or_else(|| Error::usage(format!("unknown implementation '{name}'"), "see ep_perf --list-impls"))?;
-        if !out.iter().any(|i| i.name == found.name) {
-            out.push(found);
-        }
-    }
-    Ok(out)
+            .position(|i| i.name == name)
+            .ok_or_else(|| Error::usage(format!("unknown implementation '{name}'"), "see ep_perf --list-impls"))
+    })?;
+    Ok(at.into_iter().map(|k| &IMPLS[k]).collect())
 }

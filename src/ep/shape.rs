@@ -9,7 +9,7 @@ pub struct Shape {
     pub experts: usize,
 }
 
-/// (name, hidden, top-k, experts): DESIGN §5.
+/// (name, hidden, top-k, experts) of the layers the presets name.
 pub const PRESETS: &[(&str, Shape)] = &[
     ("deepseek-v3", Shape { hidden: 7168, topk: 8, experts: 256 }),
     ("qwen3-30b-a3b", Shape { hidden: 2048, topk: 8, experts: 128 }),
@@ -66,6 +66,9 @@ impl Payload {
 
 /// Channels sharing one FP8 scale.
 pub const FP8_GROUP: usize = 128;
+/// Largest hidden size: above the largest layers in use (DeepSeek-V3's is 7168), and small enough
+/// that a row's bytes times the tokens stay far from overflow.
+pub const MAX_HIDDEN: usize = 65536;
 /// Largest top-k: the receive descriptor keeps k in 4 bits.
 pub const MAX_TOPK: usize = 15;
 /// Largest tokens per rank: the descriptor keeps the token index in 16 bits.
@@ -82,6 +85,12 @@ impl Shape {
                 format!("--hidden {} is not a positive multiple of {FP8_GROUP}", self.hidden),
                 "e.g. --hidden 7168",
             );
+        }
+        if self.hidden > MAX_HIDDEN {
+            return bad(format!("--hidden {} exceeds {MAX_HIDDEN}", self.hidden), "e.g. --hidden 7168");
+        }
+        if self.experts == 0 {
+            return bad("--experts 0: a layer needs at least one expert".into(), "e.g. --experts 256");
         }
         if self.topk == 0 || self.topk > MAX_TOPK {
             return bad(format!("--topk {} is not in 1..={MAX_TOPK}", self.topk), "e.g. --topk 8");

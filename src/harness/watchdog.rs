@@ -22,7 +22,7 @@ pub fn start(prog: &'static str, timeout_s: u64) {
         return;
     }
     beat();
-    let limit = timeout_s * 1000;
+    let limit = timeout_s.saturating_mul(1000);
     std::thread::spawn(move || loop {
         std::thread::sleep(Duration::from_millis(100));
         let idle = now_ms().saturating_sub(LAST_BEAT_MS.load(Ordering::Relaxed));

@@ -88,18 +88,19 @@ pub struct Args {
     /// Foreground datatype: EP dispatch payload (bf16, fp8) or alltoall datatype (default bf16 / float)
     #[arg(short = 'd', long = "datatype")]
     pub datatype: Option<String>,
-    /// alltoall foreground: bytes per rank, comma-separated (K/M/G suffixes)
-    #[arg(long = "size", default_value = "32M")]
-    pub size: String,
+    /// alltoall foreground: bytes per rank, comma-separated (K/M/G/T suffixes; default 32M)
+    #[arg(long = "size")]
+    pub size: Option<String>,
     /// alltoall foreground: buffer registration, 0 none, 1 ncclCommRegister, 2 symmetric window
-    #[arg(short = 'R', long = "local_register", default_value_t = 2)]
-    pub local_register: u32,
-    /// EP foreground: mode(s), ll and/or ht
-    #[arg(long = "mode", default_value = "ll")]
-    pub mode: String,
-    /// EP foreground: layer preset (deepseek-v3, qwen3-30b-a3b, mixtral)
-    #[arg(long = "preset", default_value = "deepseek-v3")]
-    pub preset: String,
+    /// (default 2)
+    #[arg(short = 'R', long = "local_register")]
+    pub local_register: Option<u32>,
+    /// EP foreground: mode(s), ll and/or ht (default ll)
+    #[arg(long = "mode")]
+    pub mode: Option<String>,
+    /// EP foreground: layer preset (deepseek-v3, qwen3-30b-a3b, mixtral; default deepseek-v3)
+    #[arg(long = "preset")]
+    pub preset: Option<String>,
     /// EP foreground: hidden size (overrides the preset)
     #[arg(long = "hidden")]
     pub hidden: Option<usize>,
@@ -112,24 +113,24 @@ pub struct Args {
     /// EP foreground: tokens per rank, comma-separated (default 128 LL, 4096 HT)
     #[arg(long = "tokens")]
     pub tokens: Option<String>,
-    /// EP foreground: routing seed (uniform top-k routing, as ep_perf's default)
-    #[arg(long = "seed", default_value_t = 1)]
-    pub seed: u64,
+    /// EP foreground: routing seed (uniform top-k routing, as ep_perf's default; default 1)
+    #[arg(long = "seed")]
+    pub seed: Option<u64>,
     /// Background collective: allreduce, or none
     #[arg(long = "bg", value_enum, default_value = "allreduce")]
     pub bg: BgOp,
-    /// Background: minimum bytes per rank
-    #[arg(short = 'b', long = "minbytes", default_value = "1M")]
-    pub minbytes: String,
-    /// Background: maximum bytes per rank
-    #[arg(short = 'e', long = "maxbytes", default_value = "1G")]
-    pub maxbytes: String,
-    /// Background: additive size step, used when -f is 1
-    #[arg(short = 'i', long = "stepbytes", default_value = "1M")]
-    pub stepbytes: String,
-    /// Background: multiplicative size step (1 = use -i)
-    #[arg(short = 'f', long = "stepfactor", default_value_t = 4)]
-    pub stepfactor: u64,
+    /// Background: minimum bytes per rank (default 1M)
+    #[arg(short = 'b', long = "minbytes")]
+    pub minbytes: Option<String>,
+    /// Background: maximum bytes per rank (default 1G)
+    #[arg(short = 'e', long = "maxbytes")]
+    pub maxbytes: Option<String>,
+    /// Background: additive size step, used when -f is 1 (default 1M)
+    #[arg(short = 'i', long = "stepbytes")]
+    pub stepbytes: Option<String>,
+    /// Background: multiplicative size step (1 = use -i; default 4)
+    #[arg(short = 'f', long = "stepfactor")]
+    pub stepfactor: Option<u64>,
     /// Ranks per EP group (default: every rank)
     #[arg(long = "ep")]
     pub ep: Option<usize>,
@@ -257,31 +258,69 @@ pub struct Config {
     pub profile_bg: Option<u64>,
 }
 
+impl Args {
+    /// A flag of the foreground kind not chosen, or a background size with no background, would
+    /// be ignored: it is refused, so that what a run measured is what its command line says.
+    fn refuse_other_sides_flags(&self) -> Result<()> {
+        let given = |flags: &[(&'static str, bool)]| flags.iter().find(|f| f.1).map(|f| f.0);
+        let ep_only = [
+            ("--mode", self.mode.is_some()),
+            ("--preset", self.preset.is_some()),
+            ("--hidden", self.hidden.is_some()),
+            ("--topk", self.topk.is_some()),
+            ("--experts", self.experts.is_some()),
+            ("--tokens", self.tokens.is_some()),
+            ("--seed", self.seed.is_some()),
+        ];
+        let alltoall_only = [("--size", self.size.is_some()), ("-R", self.local_register.is_some())];
+        let bg_sizes = [
+            ("-b", self.minbytes.is_some()),
+            ("-e", self.maxbytes.is_some()),
+            ("-i", self.stepbytes.is_some()),
+            ("-f", self.stepfactor.is_some()),
+        ];
+        let (flag, why, fix) = match (self.fg, self.bg) {
+            (FgKind::Alltoall, _) if given(&ep_only).is_some() => {
+                (given(&ep_only), "shapes the EP foreground; this run's is alltoall", "drop it, or use --fg ep")
+            }
+            (FgKind::Ep, _) if given(&alltoall_only).is_some() => (
+                given(&alltoall_only),
+                "sets the alltoall foreground; this run's is ep",
+                "drop it, or use --fg alltoall",
+            ),
+            (_, BgOp::None) if given(&bg_sizes).is_some() => {
+                (given(&bg_sizes), "sets background sizes; --bg none has none", "drop it, or use --bg allreduce")
+            }
+            _ => return Ok(()),
+        };
+        Err(Error::usage(format!("{} {why}", flag.unwrap_or_default()), fix))
+    }
+}
+
 impl Config {
     pub fn from_args(a: &Args, command: String) -> Result<Config> {
+        a.refuse_other_sides_flags()?;
         let (fg, first_emu, all) = match a.fg {
             FgKind::Alltoall => {
                 let impls = a2a::resolve(&a.implementation)?;
                 let dtype = Dtype::parse(a.datatype.as_deref().unwrap_or("float"))?;
-                let sizes = list(&a.size, "size", sizes::parse_size)?;
+                let sizes = list(a.size.as_deref().unwrap_or("32M"), "size", sizes::parse_size)?;
                 if let Some(s) = sizes.iter().find(|&&s| s == 0 || s > MAX_BYTES) {
                     return Err(Error::usage(
                         format!("--size {s} is not in 1..={MAX_BYTES}"),
                         "give alltoall bytes per rank, e.g. --size 2M,128M",
                     ));
                 }
-                a2a::check_registration(a.local_register, &impls)?;
+                let register = a.local_register.unwrap_or(2);
+                a2a::check_registration(register, &impls)?;
                 let emu = impls.iter().find(|i| i.emulated()).map(|i| i.name);
-                (
-                    Foreground::Alltoall { impls, sizes, dtype, register: a.local_register },
-                    emu,
-                    a.implementation.trim() == "all",
-                )
+                (Foreground::Alltoall { impls, sizes, dtype, register }, emu, a.implementation.trim() == "all")
             }
             FgKind::Ep => {
                 let impls = ep::resolve(&a.implementation)?;
-                let modes = list(&a.mode, "mode", Mode::parse)?;
-                let shape = shape::resolve(&a.preset, a.hidden, a.topk, a.experts)?;
+                let modes = list(a.mode.as_deref().unwrap_or("ll"), "mode", Mode::parse)?;
+                let preset = a.preset.as_deref().unwrap_or("deepseek-v3");
+                let shape = shape::resolve(preset, a.hidden, a.topk, a.experts)?;
                 let tokens = a
                     .tokens
                     .as_deref()
@@ -289,8 +328,8 @@ impl Config {
                     .transpose()?;
                 let payload = Payload::parse(a.datatype.as_deref().unwrap_or("bf16"))?;
                 let emu = impls.iter().find(|i| i.emulated()).map(|i| i.name);
-                let fg =
-                    Foreground::Ep { impls, modes, preset: a.preset.clone(), shape, tokens, payload, seed: a.seed };
+                let (preset, seed) = (preset.to_string(), a.seed.unwrap_or(1));
+                let fg = Foreground::Ep { impls, modes, preset, shape, tokens, payload, seed };
                 (fg, emu, a.implementation.trim() == "all")
             }
         };
@@ -304,10 +343,10 @@ impl Config {
         let bg_sizes = match a.bg {
             BgOp::None => vec![],
             BgOp::AllReduce => {
-                let min = sizes::parse_size(&a.minbytes)?;
-                let max = sizes::parse_size(&a.maxbytes)?;
-                let step = sizes::parse_size(&a.stepbytes)?;
-                let sweep = sizes::sweep(min, max, a.stepfactor, step, "-i 1M")?;
+                let min = sizes::parse_size(a.minbytes.as_deref().unwrap_or("1M"))?;
+                let max = sizes::parse_size(a.maxbytes.as_deref().unwrap_or("1G"))?;
+                let step = sizes::parse_size(a.stepbytes.as_deref().unwrap_or("1M"))?;
+                let sweep = sizes::sweep(min, max, a.stepfactor.unwrap_or(4), step, "-i 1M")?;
                 if sweep.contains(&0) {
                     return Err(Error::usage(
                         "background size 0",
@@ -492,6 +531,12 @@ mod tests {
             (vec!["-D", "gin", "--ep-gin-contexts", "0"], "--ep-gin-contexts 0 is not in 1..=1024"),
             // The background runs NCCL's collectives: no device communicator, no GIN knobs.
             (vec!["-D", "gin", "--dp-gin-contexts", "2"], "--dp-gin-contexts"),
+            // A flag the run would ignore is refused.
+            (vec!["--fg", "alltoall", "--mode", "xx"], "--mode shapes the EP foreground; this run's is alltoall"),
+            (vec!["--fg", "alltoall", "--tokens", "0"], "--tokens shapes the EP foreground"),
+            (vec!["--fg", "ep", "--size", "0"], "--size sets the alltoall foreground; this run's is ep"),
+            (vec!["-R", "7"], "-R sets the alltoall foreground"),
+            (vec!["--bg", "none", "-f", "0"], "-f sets background sizes; --bg none has none"),
         ] {
             let e = cfg(&args).unwrap_err();
             assert_eq!(e.exit, Exit::Usage, "{args:?}: {e}");

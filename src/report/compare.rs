@@ -78,9 +78,11 @@ pub struct Outcome {
 
 /// "5%" or "5" (percent) -> 0.05.
 pub fn parse_threshold(s: &str) -> Result<f64, String> {
-    let t = s.trim().trim_end_matches('%');
+    let t = s.trim();
+    let t = t.strip_suffix('%').unwrap_or(t);
     match t.parse::<f64>() {
-        Ok(v) if (0.0..1000.0).contains(&v) => Ok(v / 100.0),
+        // + 0.0 turns -0 into 0.
+        Ok(v) if (0.0..1000.0).contains(&v) => Ok(v / 100.0 + 0.0),
         _ => Err(format!("threshold '{s}' is not a percentage from 0 to 1000 (e.g. 5%)")),
     }
 }
@@ -195,6 +197,11 @@ fn ok_times(rows: &[&Row]) -> Vec<f64> {
     rows.iter().filter(|r| r.status == Status::Ok).filter_map(|r| r.time_us).collect()
 }
 
+/// Wrong elements over a group's cycles (saturating: counts come from files).
+fn wrong_total(rows: &[&Row]) -> u64 {
+    rows.iter().filter_map(|r| r.wrong).fold(0, u64::saturating_add)
+}
+
 fn busbw(rows: &[&Row]) -> Option<f64> {
     mean(&rows.iter().filter(|r| r.status == Status::Ok).filter_map(|r| r.busbw_gbps).collect::<Vec<_>>())
 }
@@ -268,8 +275,9 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
             });
             continue;
         };
-        let wrong: u64 = c.iter().filter_map(|r| r.wrong).sum();
+        let wrong = wrong_total(c);
         let c_times = ok_times(c);
+        let c_not_ok = c.iter().filter(|r| r.status != Status::Ok).count();
         let mut finding = f(Verdict::Unchanged, String::new());
         finding.candidate_us = mean(&c_times);
         finding.candidate_busbw_gbps = busbw(c);
@@ -286,12 +294,15 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
             } else {
                 format!("baseline {}; runs in the candidate", not_run(b))
             };
-        } else if c_times.is_empty() {
+        } else if c_times.is_empty() || c_not_ok > b.iter().filter(|r| r.status != Status::Ok).count() {
+            // Every cycle of the baseline that ran must run again: one failed or skipped cycle
+            // among good ones fails the gate too.
             let st = c.iter().find(|r| r.status != Status::Ok);
             finding.verdict = Verdict::NewlySkipped;
             finding.detail = format!(
-                "{} in the candidate: {}",
+                "{} in the candidate ({c_not_ok} of {} cycles): {}",
                 st.map(|r| r.status.as_str()).unwrap_or("absent"),
+                c.len(),
                 st.and_then(|r| r.reason.clone()).unwrap_or_default()
             );
         } else if b.iter().all(|r| r.size_bytes == 0) {
@@ -322,7 +333,7 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
     }
     for (k, c) in &cg {
         if !bg.contains_key(k) {
-            let wrong: u64 = c.iter().filter_map(|r| r.wrong).sum();
+            let wrong = wrong_total(c);
             let ran = !ok_times(c).is_empty();
             findings.push(Finding {
                 key: k.clone(),

@@ -1,5 +1,5 @@
 //! JSON output (schema ginbench/1) and loading.
-use super::schema::{Run, SCHEMA};
+use super::schema::{Run, BENCHMARKS, SCHEMA};
 use std::path::Path;
 
 pub fn to_string(run: &Run) -> String {
@@ -22,5 +22,9 @@ pub fn parse(text: &str) -> Result<Run, String> {
         Some(other) => return Err(format!("schema '{other}' is not {SCHEMA}")),
         None => return Err(format!("no \"schema\" field: not a ginbench results file ({SCHEMA})")),
     }
-    serde_json::from_value(v).map_err(|e| format!("invalid {SCHEMA} document: {e}"))
+    let run: Run = serde_json::from_value(v).map_err(|e| format!("invalid {SCHEMA} document: {e}"))?;
+    if !BENCHMARKS.contains(&run.benchmark.as_str()) {
+        return Err(format!("benchmark '{}' is none of {}", run.benchmark, BENCHMARKS.join(", ")));
+    }
+    Ok(run)
 }

@@ -15,6 +15,10 @@ use std::path::Path;
 /// Write a file atomically: a temporary file in the same folder, flushed, then renamed over the
 /// target, so a reader (or a crash) never sees half a results file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let path = &resolve_link(path)?;
+    if path.exists() && !path.is_file() {
+        return Err(std::io::Error::other("exists and is not a regular file"));
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => std::path::PathBuf::from("."),
@@ -31,6 +35,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     res
+}
+
+/// The file a path names: a symbolic link's target (so that writing replaces the target, not the
+/// link), otherwise the path itself.
+pub fn resolve_link(path: &Path) -> std::io::Result<std::path::PathBuf> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path),
+        _ => Ok(path.to_path_buf()),
+    }
 }
 
 /// Show table text: on stdout, or on stderr when stdout carries the JSON (`-J -`).

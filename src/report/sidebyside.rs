@@ -5,7 +5,7 @@
 //! Markdown and HTML.
 use super::plots::{self, Series};
 use super::schema::{Row, Run, Status};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
 pub struct Labeled {
@@ -21,6 +21,36 @@ enum Block {
     Text(String),
     Table(Table),
     Image(String),
+}
+
+/// The report's folder, handing out a distinct SVG name per chart: slugs turn punctuation into
+/// `_`, so two sections (e.g. impls `nvl-ll` and `nvl_ll`) could otherwise share a file.
+struct PlotDir<'a> {
+    dir: &'a Path,
+    taken: HashSet<String>,
+}
+
+impl PlotDir<'_> {
+    /// Draw a chart into `{stem}.svg` (or `{stem}_2.svg`, ... when taken); the image block to
+    /// show, if the chart had data.
+    fn chart(
+        &mut self,
+        stem: &str,
+        title: &str,
+        x: plots::XAxis,
+        y: &str,
+        series: &[Series],
+        log_y: bool,
+    ) -> Result<Option<Block>, String> {
+        let mut file = format!("{stem}.svg");
+        for n in 2.. {
+            if self.taken.insert(file.clone()) {
+                break;
+            }
+            file = format!("{stem}_{n}.svg");
+        }
+        Ok(plots::line_chart(&self.dir.join(&file), title, x, y, series, log_y)?.then_some(Block::Image(file)))
+    }
 }
 
 /// Mean over cycles of the ok rows' time and busbw, per (impl, dtype, placement, size).
@@ -147,7 +177,7 @@ fn preamble(runs: &[Labeled], intro: String) -> Vec<Block> {
     doc
 }
 
-fn build(runs: &[Labeled], dir: &Path) -> Result<Vec<Block>, String> {
+fn build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {
     let mut doc = preamble(
         runs,
         format!(
@@ -191,11 +221,15 @@ fn build(runs: &[Labeled], dir: &Path) -> Result<Vec<Block>, String> {
                 .collect()
         };
         for (kind, busbw, y, log_y) in [("busbw", true, "busbw (GB/s)", false), ("time", false, "time (µs)", true)] {
-            let file = format!("{kind}_{slug}.svg");
             let title = format!("{imp} {placement}: {kind}");
-            if plots::line_chart(&dir.join(&file), &title, plots::XAxis::Bytes, y, &series(busbw), log_y)? {
-                doc.push(Block::Image(file));
-            }
+            doc.extend(charts.chart(
+                &format!("{kind}_{slug}"),
+                &title,
+                plots::XAxis::Bytes,
+                y,
+                &series(busbw),
+                log_y,
+            )?);
         }
         let mut t = vec![vec!["size (B)".to_string()]];
         for l in runs {
@@ -315,7 +349,7 @@ fn ep_config_differences(a: &Run, b: &Run) -> Vec<String> {
         .collect()
 }
 
-fn ep_build(runs: &[Labeled], dir: &Path) -> Result<Vec<Block>, String> {
+fn ep_build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {
     let mut doc = vec![Block::Heading("ginbench report".into())];
     doc.push(Block::Text(format!(
         "{} runs of `ep`; ratios are against the first run ({}). Rows line up by (impl, mode, phase, tokens per rank, dtype), \
@@ -399,11 +433,9 @@ fn ep_build(runs: &[Labeled], dir: &Path) -> Result<Vec<Block>, String> {
             v
         };
         for (kind, bw, y, log_y) in [("bw", true, "bw (GB/s)", false), ("time", false, "time (µs)", true)] {
-            let file = format!("{kind}_{}.svg", sec.slug());
             let title = format!("{} {}, dispatch {}: {kind}", sec.imp, sec.mode.to_uppercase(), sec.dispatch);
-            if plots::line_chart(&dir.join(&file), &title, plots::XAxis::Tokens, y, &series(bw), log_y)? {
-                doc.push(Block::Image(file));
-            }
+            let stem = format!("{kind}_{}", sec.slug());
+            doc.extend(charts.chart(&stem, &title, plots::XAxis::Tokens, y, &series(bw), log_y)?);
         }
         let mut t = vec![vec!["phase".to_string(), "tokens".into()]];
         t[0].extend(runs.iter().map(|l| format!("{} bw", l.label)));
@@ -469,7 +501,7 @@ fn interference_stats(run: &Run) -> InterferenceStats {
 
 /// Interference runs: per foreground, the slowdown of each side against the background's size,
 /// plotted and tabled, run beside run.
-fn interference_build(runs: &[Labeled], dir: &Path) -> Result<Vec<Block>, String> {
+fn interference_build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {
     let mut doc = preamble(
         runs,
         format!(
@@ -505,17 +537,8 @@ fn interference_build(runs: &[Labeled], dir: &Path) -> Result<Vec<Block>, String
             series.push(Series { label: format!("{} bg", l.label), points: pick(true) });
         }
         let slug = format!("slowdown_{fg}").replace(|c: char| !c.is_ascii_alphanumeric(), "_");
-        let file = format!("{slug}.svg");
-        if plots::line_chart(
-            &dir.join(&file),
-            &format!("{fg}: slowdown"),
-            plots::XAxis::Bytes,
-            "slowdown (together / alone)",
-            &series,
-            false,
-        )? {
-            doc.push(Block::Image(file));
-        }
+        let (title, y) = (format!("{fg}: slowdown"), "slowdown (together / alone)");
+        doc.extend(charts.chart(&slug, &title, plots::XAxis::Bytes, y, &series, false)?);
         let mut t = vec![vec!["background size (B)".to_string()]];
         for l in runs {
             t[0].extend([format!("{} fg slowdown", l.label), format!("{} bg slowdown", l.label)]);
@@ -723,11 +746,15 @@ pub fn write(runs: &[Labeled], dir: &Path) -> Result<(), String> {
     if let Some((_, l)) = runs.iter().enumerate().find(|(i, l)| runs[..*i].iter().any(|m| m.label == l.label)) {
         return Err(format!("two runs are labelled '{}': labels must differ", l.label));
     }
+    if dir.exists() && !dir.is_dir() {
+        return Err(format!("-o {}: exists and is not a folder", dir.display()));
+    }
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let charts = &mut PlotDir { dir, taken: HashSet::new() };
     let doc = match runs[0].run.benchmark.as_str() {
-        "ep" => ep_build(runs, dir)?,
-        "interference" => interference_build(runs, dir)?,
-        _ => build(runs, dir)?,
+        "ep" => ep_build(runs, charts)?,
+        "interference" => interference_build(runs, charts)?,
+        _ => build(runs, charts)?,
     };
     for (name, text) in [("report.md", markdown(&doc)), ("report.html", html(&doc))] {
         super::write_atomic(&dir.join(name), text.as_bytes()).map_err(|e| format!("{name}: {e}"))?;

@@ -9,7 +9,7 @@ use crate::harness::sizes;
 use clap::Parser;
 
 const AFTER_HELP: &str = "\
-Sizes take K, M, G suffixes (binary). Every flag that takes a number takes a value, as in nccl-tests
+Sizes take K, M, G, T suffixes (binary). Every flag that takes a number takes a value, as in nccl-tests
 (`-c 1`, `-G 1`).
 
 Ranks: under mpirun / srun each process is one rank (one GPU); otherwise one process runs
@@ -22,7 +22,7 @@ Environment: GINBENCH_NCCL_LIB=/path/libnccl.so.2 chooses the NCCL library (see 
 pub struct Args {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// Minimum size in bytes per rank (K/M/G suffixes)
+    /// Minimum size in bytes per rank (K/M/G/T suffixes)
     #[arg(short = 'b', long = "minbytes", default_value = "32M")]
     pub minbytes: String,
     /// Maximum size in bytes per rank

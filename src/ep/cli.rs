@@ -80,7 +80,7 @@ pub struct Args {
     pub gin: GinArgs,
 }
 
-/// Default SMs for device kernels: the budget DESIGN §8 sets for EP.
+/// Default SMs for device kernels: the 24-SM budget the EP figures are quoted at (as DeepEP's).
 pub const DEFAULT_CTAS: u32 = 24;
 
 #[derive(Debug, Clone)]

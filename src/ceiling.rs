@@ -163,8 +163,9 @@ impl Drop for DeviceBytes {
     }
 }
 
-/// One GPU's side: its context and streams, a source slot per destination and a receive slot per
-/// source (slot k at k × stride).
+/// One GPU's side: its context and streams, n source slots and n receive slots (slot k at
+/// k × stride). A receive slot is the source GPU's index; the copy engines read the source slot of
+/// the destination GPU's index, the SM kernel the slot of the destination's place in its list.
 struct Side {
     gpu: Gpu,
     src: DeviceBytes,

@@ -76,7 +76,6 @@ pub fn die(prog: &str, e: &Error) -> ! {
     std::process::exit(e.exit as i32)
 }
 
-/// Parse `prog`'s argv: help and version print and exit 0; errors are one line, exit 6.
 /// The process's arguments, refusing (not panicking on) one that is not UTF-8.
 pub fn utf8_args() -> Result<Vec<String>> {
     std::env::args_os()
@@ -92,6 +91,7 @@ pub fn utf8_args() -> Result<Vec<String>> {
         .collect()
 }
 
+/// Parse `prog`'s argv: help and version print and exit 0; errors are one line, exit 6.
 pub fn parse_args<A: clap::Parser>(prog: &str, argv: Vec<String>) -> Result<A> {
     A::try_parse_from(&argv).map_err(|e| {
         use clap::error::ErrorKind::*;

@@ -183,7 +183,7 @@ pub fn check_emulate_nodes(nodes: Option<usize>, impls_all: bool, first_emu: Opt
     if nodes == Some(0) {
         return Err(Error::usage(
             "--emulate-nodes 0: there must be at least one virtual node",
-            "give at least 1 virtual node, e.g. --emulate-nodes 2",
+            "e.g. --emulate-nodes 2",
         ));
     }
     if let (None, false, Some(name)) = (nodes, impls_all, first_emu) {

@@ -34,12 +34,6 @@ pub const SCHEMA: &str = "ginbench/1";
 /// Every `benchmark` a results file can name: the benchmarks' `KIND`s and `ginbench ceiling`.
 pub const BENCHMARKS: &[&str] = &["alltoall", "ep", "interference", "ceiling"];
 
-/// `kind`, asserted (in debug builds) to be one that results files may name.
-pub fn known_benchmark(kind: &str) -> &str {
-    debug_assert!(BENCHMARKS.contains(&kind), "benchmark '{kind}' missing from BENCHMARKS");
-    kind
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Run {
     pub schema: String,
@@ -366,6 +360,18 @@ pub fn rfc3339(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_benchmark_is_one_a_results_file_may_name() {
+        use crate::driver::Benchmark;
+        for kind in
+            [crate::alltoall::cli::Config::KIND, crate::ep::cli::Config::KIND, crate::interference::cli::Config::KIND]
+        {
+            assert!(BENCHMARKS.contains(&kind), "{kind}");
+        }
+        assert!(BENCHMARKS.contains(&"ceiling"));
+    }
+
     #[test]
     fn enums_serialise_as_their_names() {
         for (k, name) in [(GinKind::EfaGda, "efa-gda"), (GinKind::None, "none")] {

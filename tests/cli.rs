@@ -63,18 +63,18 @@ fn bad_input_is_one_line_and_exit_6() {
 fn arguments_that_are_not_utf8_are_refused_not_a_panic() {
     use std::os::unix::ffi::OsStrExt;
     let bad = std::ffi::OsStr::from_bytes(b"x\xff.json");
-    for (bin, code) in [(A2A, 6), (EP, 6), (GB, 6)] {
-        let mut args = vec![std::ffi::OsStr::new("-J"), bad];
-        if bin == GB {
-            args = vec![bad];
-        }
+    let interference = env!("CARGO_BIN_EXE_interference_perf");
+    for (bin, prog) in [(A2A, "alltoall_perf"), (EP, "ep_perf"), (interference, "interference_perf"), (GB, "ginbench")]
+    {
+        let args = if bin == GB { vec![bad] } else { vec![std::ffi::OsStr::new("-J"), bad] };
         let o = Command::new(bin).args(&args).output().expect("binary runs");
         let e = stderr(&o);
-        assert_eq!(o.status.code(), Some(code), "{bin}: {e}");
-        assert!(
-            !e.contains("panicked") && e.starts_with(if bin == GB { "ginbench: error: " } else { "" }),
-            "{bin}: {e}"
-        );
+        assert_eq!(o.status.code(), Some(6), "{bin}: {e}");
+        assert!(e.starts_with(&format!("{prog}: error: ")) && !e.contains("panicked"), "{bin}: {e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "{bin}: {e}");
+        if bin != GB {
+            assert!(e.contains("is not valid UTF-8"), "{bin}: {e}");
+        }
     }
 }
 
@@ -238,7 +238,7 @@ fn ceiling_checks_its_command_line_before_any_gpu() {
         (vec!["ceiling", "-g", "9"], "--ngpus"),
         (vec!["ceiling", "-g", "-1"], "--ngpus"),
         (vec!["ceiling", "-V", "0"], "--ctas"),
-        (vec!["ceiling", "-J", "c.json/"], "is a folder"),
+        (vec!["ceiling", "-J", "c.json/"], "names a folder"),
     ] {
         let o = run(GB, &args, &[]);
         let e = stderr(&o);

@@ -110,7 +110,7 @@ fn one_failed_cycle_among_good_ones_fails_the_gate() {
         assert_eq!(verdict(&o, "host"), Verdict::NewlySkipped);
         assert!(o.findings[0].detail.contains("1 of 3 cycles"), "{}", o.findings[0].detail);
     }
-    // The same failed cycle in the baseline is not new.
+    // As many failed cycles as the baseline had are not new.
     let mut bf = cycles(3);
     bf[2] = not_run(bf[2].clone(), Status::Failed, "NCCL error");
     let mut c = cycles(3);
@@ -138,6 +138,9 @@ fn bad_inputs() {
     let mut v: serde_json::Value = serde_json::from_str(&json::to_string(&run(vec![]))).unwrap();
     v["benchmark"] = "banana".into();
     assert!(json::parse(&v.to_string()).unwrap_err().contains("benchmark 'banana' is none of"));
+    let mut no_ranks = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0)]);
+    no_ranks.env.ranks = 0;
+    assert!(compare::check_values(&no_ranks).unwrap_err().contains("env.ranks is 0"));
     assert_eq!(compare::parse_threshold("12.5").unwrap(), 0.125);
     assert!(compare::parse_threshold("-1%").is_err());
     assert!(compare::parse_threshold("fast").is_err());
@@ -406,6 +409,7 @@ fn the_command_refuses_empty_failed_and_impossible_files() {
         (vec!["--json".as_ref(), missing.as_os_str()], "does not exist"),
         (vec!["--json".as_ref(), same.as_os_str(), "--junit".as_ref(), same.as_os_str()], "both name"),
         (vec!["--junit".as_ref(), "/dev/null".as_ref()], "not a regular file"),
+        (vec!["--json".as_ref(), good.as_os_str()], "--json and the baseline both name"),
     ] {
         let o = Command::new(gb).arg("compare").args([&good, &good]).args(&extra).output().unwrap();
         let e = String::from_utf8_lossy(&o.stderr);
@@ -415,7 +419,7 @@ fn the_command_refuses_empty_failed_and_impossible_files() {
     let o = Command::new(gb).args(["compare".as_ref(), good.as_os_str(), "/dev/zero".as_ref()]).output().unwrap();
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{e}");
-    assert!(e.contains("/dev/zero: not a regular file"), "{e}");
+    assert!(e.contains("/dev/zero: a device, not a results file"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -48,12 +48,12 @@ enum Cmd {
     /// both-ways figure is the link limit alltoall busbw is read against), and every GPU to every
     /// other at once (the alltoall pattern), in GB/s per sending GPU. Keep its JSON beside results.
     #[command(allow_negative_numbers = true)]
-    /// Exit 6 on bad input, 8 with fewer than 2 GPUs or no peer path.
+    /// Exit 6 on bad input, 8 with fewer than 2 GPUs, more than 8 without -g, or no peer path.
     Ceiling {
         /// GPUs to use, 0..g-1 (default: every visible GPU; at most 8)
         #[arg(short = 'g', long = "ngpus", value_parser = clap::value_parser!(u32).range(2..=8))]
         gpus: Option<u32>,
-        /// Bytes per copy (K/M/G suffixes, powers of 1024)
+        /// Bytes per copy (K/M/G/T suffixes, powers of 1024)
         #[arg(short = 'b', long = "bytes", default_value = "256M")]
         bytes: String,
         /// Timed rounds per measurement
@@ -98,16 +98,23 @@ fn bad_input_exit() -> i32 {
 /// Read a results file and refuse impossible values (NaN, infinite, zero or negative times and
 /// bandwidths); errors name the file.
 fn load(path: &Path) -> Result<ginbench::results::Run, String> {
-    // Only a regular file of sane size: a device or FIFO would be read forever.
+    // A device (/dev/zero) would be read forever; a pipe (`<(jq ...)`) is fine. At most 1 GiB.
+    use std::io::Read;
     const MAX_BYTES: u64 = 1 << 30;
-    match std::fs::metadata(path) {
-        Ok(m) if !m.is_file() => return Err(format!("{}: not a regular file", path.display())),
-        Ok(m) if m.len() > MAX_BYTES => {
-            return Err(format!("{}: {} bytes is over the 1 GiB a results file may have", path.display(), m.len()))
-        }
-        _ => {}
+    let shown = path.display();
+    if std::fs::metadata(path).is_ok_and(|m| {
+        use std::os::unix::fs::FileTypeExt;
+        m.file_type().is_char_device() || m.file_type().is_block_device()
+    }) {
+        return Err(format!("{shown}: a device, not a results file"));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_BYTES + 1).read_to_string(&mut text))
+        .map_err(|e| format!("{shown}: {e}"))?;
+    if text.len() as u64 > MAX_BYTES {
+        return Err(format!("{shown}: over the 1 GiB a results file may have"));
+    }
     let run = json::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
     compare::check_values(&run).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(run)
@@ -132,6 +139,13 @@ fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path
         }
         if let (Some(j), Some(x)) = (json_out, junit) {
             check_distinct((j, "--json"), (x, "--junit"))?;
+        }
+        for (p, flag) in [(json_out, "--json"), (junit, "--junit")] {
+            for (input, what) in [(base, "the baseline"), (cand, "the candidate")] {
+                if let Some(p) = p {
+                    check_distinct((p, flag), (input, what))?;
+                }
+            }
         }
         Ok(())
     };
@@ -240,13 +254,7 @@ fn run_ceiling(
         let env = ginbench::environment::build(host.describe(), Default::default(), None);
         let command = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ");
         let config = serde_json::json!({ "gpus": n, "bytes": bytes, "iters": iters, "warmup": warmup, "ctas": ctas });
-        let mut run = ginbench::results::Run::start(
-            ginbench::results::known_benchmark("ceiling"),
-            &command,
-            ginbench::results::now_rfc3339(),
-            env,
-            config,
-        );
+        let mut run = ginbench::results::Run::start("ceiling", &command, ginbench::results::now_rfc3339(), env, config);
         run.finish(rows, Default::default(), None);
         write_atomic(path, json::to_string(&run).as_bytes())?;
         println!("# Wrote JSON to {}", path.display());

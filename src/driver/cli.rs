@@ -274,7 +274,7 @@ pub fn launcher_rank() -> Option<(usize, usize)> {
 pub fn check_writable(path: &Path, flag: &str) -> Result<()> {
     let shown = path.display();
     if path.as_os_str().to_string_lossy().ends_with('/') || path.is_dir() {
-        return Err(Error::usage(format!("{flag} {shown} is a folder"), "give a file name"));
+        return Err(Error::usage(format!("{flag} {shown} names a folder"), "give a file name"));
     }
     if path.exists() && !path.is_file() {
         return Err(Error::usage(
@@ -304,9 +304,7 @@ pub fn check_writable(path: &Path, flag: &str) -> Result<()> {
 
 /// Two results flags naming one file would leave only the last written.
 pub fn check_distinct(a: (&Path, &str), b: (&Path, &str)) -> Result<()> {
-    let same =
-        a.0 == b.0 || matches!((std::fs::canonicalize(a.0), std::fs::canonicalize(b.0)), (Ok(x), Ok(y)) if x == y);
-    if same {
+    if crate::report::same_file(a.0, b.0) {
         return Err(Error::usage(
             format!("{} and {} both name {}", a.1, b.1, a.0.display()),
             "give each output its own file",
@@ -331,13 +329,16 @@ mod tests {
         let e = check_writable(Path::new("/nonexistent/dir/x.json"), "-J").unwrap_err();
         assert!(e.msg.contains("does not exist"), "{e}");
         let e = check_writable(&dir, "--csv").unwrap_err();
-        assert!(e.msg.contains("is a folder"), "{e}");
+        assert!(e.msg.contains("names a folder"), "{e}");
         let e = check_writable(Path::new("x.json/"), "-J").unwrap_err();
-        assert!(e.msg.contains("is a folder"), "{e}");
+        assert!(e.msg.contains("names a folder"), "{e}");
         let e = check_writable(Path::new("/dev/null"), "-J").unwrap_err();
         assert!(e.msg.contains("not a regular file"), "{e}");
         let e = check_distinct((Path::new("a.json"), "-J"), (Path::new("a.json"), "--csv")).unwrap_err();
         assert!(e.msg.contains("-J and --csv both name a.json"), "{e}");
+        // Spelled differently, not yet existing: still one file.
+        let (a, b) = (dir.join("ginbench-same.json"), dir.join(".").join("ginbench-same.json"));
+        assert!(check_distinct((&a, "-J"), (&b, "--csv")).is_err());
         assert!(check_distinct((Path::new("a.json"), "-J"), (Path::new("a.csv"), "--csv")).is_ok());
     }
 }

@@ -81,7 +81,7 @@ impl Output {
         Output {
             print,
             prog: B::PROG,
-            run: Run::start(crate::results::known_benchmark(B::KIND), &c.command, started_at, env, config),
+            run: Run::start(B::KIND, &c.command, started_at, env, config),
             rows: vec![],
             cycle: 0,
             reasons_shown: Default::default(),

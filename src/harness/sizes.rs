@@ -10,7 +10,7 @@ pub fn parse_size(s: &str) -> Result<u64> {
     if num.is_empty() {
         return Err(Error::usage(
             format!("invalid size '{s}'"),
-            "give a whole number of bytes with an optional K, M or G suffix, e.g. 8, 64K, 2G",
+            "give a whole number of bytes with an optional K, M, G or T suffix, e.g. 8, 64K, 2G",
         ));
     }
     let shift = match suffix.to_ascii_uppercase().as_str() {

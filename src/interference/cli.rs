@@ -262,8 +262,7 @@ impl Args {
     /// A flag of the foreground kind not chosen, or a background size with no background, would
     /// be ignored: it is refused, so that what a run measured is what its command line says.
     fn refuse_other_sides_flags(&self) -> Result<()> {
-        let given = |flags: &[(&'static str, bool)]| flags.iter().find(|f| f.1).map(|f| f.0);
-        let ep_only = [
+        let ep_shape = [
             ("--mode", self.mode.is_some()),
             ("--preset", self.preset.is_some()),
             ("--hidden", self.hidden.is_some()),
@@ -272,28 +271,27 @@ impl Args {
             ("--tokens", self.tokens.is_some()),
             ("--seed", self.seed.is_some()),
         ];
-        let alltoall_only = [("--size", self.size.is_some()), ("-R", self.local_register.is_some())];
+        let alltoall = [("--size", self.size.is_some()), ("--local_register", self.local_register.is_some())];
         let bg_sizes = [
-            ("-b", self.minbytes.is_some()),
-            ("-e", self.maxbytes.is_some()),
-            ("-i", self.stepbytes.is_some()),
-            ("-f", self.stepfactor.is_some()),
+            ("--minbytes", self.minbytes.is_some()),
+            ("--maxbytes", self.maxbytes.is_some()),
+            ("--stepbytes", self.stepbytes.is_some()),
+            ("--stepfactor", self.stepfactor.is_some()),
         ];
-        let (flag, why, fix) = match (self.fg, self.bg) {
-            (FgKind::Alltoall, _) if given(&ep_only).is_some() => {
-                (given(&ep_only), "shapes the EP foreground; this run's is alltoall", "drop it, or use --fg ep")
+        // (whether this run ignores the flags, each flag and whether it was given, why, the choice
+        // that would use them)
+        type Flags<'a> = &'a [(&'a str, bool)];
+        let rules: [(bool, Flags, &str, &str); 3] = [
+            (self.fg == FgKind::Alltoall, &ep_shape, "shapes the EP foreground; this run's is alltoall", "--fg ep"),
+            (self.fg == FgKind::Ep, &alltoall, "sets the alltoall foreground; this run's is ep", "--fg alltoall"),
+            (self.bg == BgOp::None, &bg_sizes, "sets background sizes; --bg none has none", "--bg allreduce"),
+        ];
+        for (applies, flags, why, other) in rules {
+            if let Some((flag, _)) = flags.iter().find(|f| applies && f.1) {
+                return Err(Error::usage(format!("{flag} {why}"), format!("drop it, or use {other}")));
             }
-            (FgKind::Ep, _) if given(&alltoall_only).is_some() => (
-                given(&alltoall_only),
-                "sets the alltoall foreground; this run's is ep",
-                "drop it, or use --fg alltoall",
-            ),
-            (_, BgOp::None) if given(&bg_sizes).is_some() => {
-                (given(&bg_sizes), "sets background sizes; --bg none has none", "drop it, or use --bg allreduce")
-            }
-            _ => return Ok(()),
-        };
-        Err(Error::usage(format!("{} {why}", flag.unwrap_or_default()), fix))
+        }
+        Ok(())
     }
 }
 
@@ -418,9 +416,12 @@ mod tests {
     #[test]
     fn defaults_are_ep_ll_against_an_allreduce_sweep() {
         let c = cfg(&["-g", "4"]).unwrap();
-        let Foreground::Ep { impls, modes, tokens, payload, shape, .. } = &c.fg else { panic!("EP foreground") };
+        let Foreground::Ep { impls, modes, tokens, payload, shape, preset, seed } = &c.fg else {
+            panic!("EP foreground")
+        };
         assert_eq!(impls[0].name, "nvl");
         assert_eq!(modes, &vec![Mode::Ll]);
+        assert_eq!((preset.as_str(), *seed), ("deepseek-v3", 1));
         assert_eq!((tokens, *payload), (&None, Payload::Bf16));
         assert_eq!(shape.hidden, 7168);
         assert_eq!(c.bg, BgOp::AllReduce);
@@ -428,6 +429,13 @@ mod tests {
         assert_eq!(c.layout, Some(Layout { ranks: 4, ep: 4, dp: 1 }));
         assert_eq!(c.ctas, 24);
         assert_eq!(c.ep_comm, CommSpec { gin: Some(GinRequest::default()), ..Default::default() });
+    }
+
+    #[test]
+    fn alltoall_foreground_defaults() {
+        let c = cfg(&["-g", "4", "--fg", "alltoall"]).unwrap();
+        let Foreground::Alltoall { impls, sizes, register, .. } = &c.fg else { panic!("alltoall foreground") };
+        assert_eq!((impls[0].name, sizes.as_slice(), *register), ("nvl", [32u64 << 20].as_slice(), 2));
     }
 
     #[test]
@@ -535,8 +543,8 @@ mod tests {
             (vec!["--fg", "alltoall", "--mode", "xx"], "--mode shapes the EP foreground; this run's is alltoall"),
             (vec!["--fg", "alltoall", "--tokens", "0"], "--tokens shapes the EP foreground"),
             (vec!["--fg", "ep", "--size", "0"], "--size sets the alltoall foreground; this run's is ep"),
-            (vec!["-R", "7"], "-R sets the alltoall foreground"),
-            (vec!["--bg", "none", "-f", "0"], "-f sets background sizes; --bg none has none"),
+            (vec!["-R", "7"], "--local_register sets the alltoall foreground"),
+            (vec!["--bg", "none", "-f", "0"], "--stepfactor sets background sizes; --bg none has none"),
         ] {
             let e = cfg(&args).unwrap_err();
             assert_eq!(e.exit, Exit::Usage, "{args:?}: {e}");

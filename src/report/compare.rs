@@ -119,6 +119,9 @@ fn not_run(rows: &[&Row]) -> String {
 /// nothing crosses (busbw on one rank, whose factor (n-1)/n is 0). The error names the row's key,
 /// its cycle and the field.
 pub fn check_values(run: &Run) -> Result<(), String> {
+    if run.env.ranks == 0 && !run.rows.is_empty() {
+        return Err("env.ranks is 0: a run with rows ran on at least one rank".into());
+    }
     for r in &run.rows {
         let bad = |field: &str, v: f64, rule: &str| {
             Err(format!("row '{}' (cycle {}): {field} is {v}: {rule}", key(&run.benchmark, r), r.cycle))
@@ -139,6 +142,9 @@ pub fn check_values(run: &Run) -> Result<(), String> {
                 Some(v) if !(v.is_finite() && v > 0.0) => return bad(field, v, "times must be finite and above 0"),
                 _ => {}
             }
+        }
+        if bg.is_some_and(|b| b.ranks == 0 && b.op != "none") {
+            return bad("background.ranks", 0.0, "a background runs on at least one rank");
         }
         if let Some(o) = r.overlap.filter(|o| !(o.is_finite() && (0.0..=1.0).contains(o))) {
             return bad("overlap", o, "an overlap is a fraction from 0 to 1");
@@ -295,14 +301,14 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
                 format!("baseline {}; runs in the candidate", not_run(b))
             };
         } else if c_times.is_empty() || c_not_ok > b.iter().filter(|r| r.status != Status::Ok).count() {
-            // Every cycle of the baseline that ran must run again: one failed or skipped cycle
-            // among good ones fails the gate too.
+            // More failed or skipped cycles than the baseline had fail the gate, even among
+            // good ones.
             let st = c.iter().find(|r| r.status != Status::Ok);
             finding.verdict = Verdict::NewlySkipped;
+            let cycles = if c_not_ok > 0 { format!(" ({c_not_ok} of {} cycles)", c.len()) } else { String::new() };
             finding.detail = format!(
-                "{} in the candidate ({c_not_ok} of {} cycles): {}",
+                "{} in the candidate{cycles}: {}",
                 st.map(|r| r.status.as_str()).unwrap_or("absent"),
-                c.len(),
                 st.and_then(|r| r.reason.clone()).unwrap_or_default()
             );
         } else if b.iter().all(|r| r.size_bytes == 0) {

@@ -37,13 +37,33 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     res
 }
 
-/// The file a path names: a symbolic link's target (so that writing replaces the target, not the
-/// link), otherwise the path itself.
+/// The file a path names: a symbolic link's target, followed link by link (so that writing
+/// replaces the target, not the link; the target need not exist yet), otherwise the path itself.
 pub fn resolve_link(path: &Path) -> std::io::Result<std::path::PathBuf> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path),
-        _ => Ok(path.to_path_buf()),
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = std::fs::read_link(&p)?;
+                p = p.parent().unwrap_or(Path::new("")).join(target);
+            }
+            _ => return Ok(p),
+        }
     }
+    Err(std::io::Error::other("too many levels of symbolic links"))
+}
+
+/// Two paths name one file: the same resolved folder and file name (neither need exist).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    let key = |p: &Path| -> Option<(std::path::PathBuf, std::ffi::OsString)> {
+        let p = resolve_link(p).ok()?;
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        Some((std::fs::canonicalize(dir).ok()?, p.file_name()?.to_os_string()))
+    };
+    a == b || matches!((key(a), key(b)), (Some(x), Some(y)) if x == y)
 }
 
 /// Show table text: on stdout, or on stderr when stdout carries the JSON (`-J -`).
@@ -74,4 +94,23 @@ pub fn write_outputs(run: &schema::Run, json: Option<&Path>, csv: Option<&Path>)
         shown.push(format!("# Wrote CSV to {}\n", p.display()));
     }
     Ok(shown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_is_written_through_and_stays_a_link() {
+        let dir = std::env::temp_dir().join(format!("ginbench-link-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let link = dir.join("link.json");
+        std::os::unix::fs::symlink("target.json", &link).unwrap();
+        // The target does not exist yet.
+        write_atomic(&link, b"{}").unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(dir.join("target.json")).unwrap(), "{}");
+        assert!(same_file(&link, &dir.join("target.json")));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

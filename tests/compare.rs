@@ -141,6 +141,12 @@ fn bad_inputs() {
     let mut no_ranks = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0)]);
     no_ranks.env.ranks = 0;
     assert!(compare::check_values(&no_ranks).unwrap_err().contains("env.ranks is 0"));
+    // A row of another benchmark appended to a run is foreign, not a new row.
+    let mut mixed = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0)]);
+    let mut ep_row = row("nvl", 1 << 20, 10.0, 10.0, 0);
+    ep_row.phase = Some("dispatch".into());
+    mixed.rows.push(ep_row);
+    assert!(compare::check_values(&mixed).unwrap_err().contains("is not a row of benchmark 'alltoall'"));
     assert_eq!(compare::parse_threshold("12.5").unwrap(), 0.125);
     assert!(compare::parse_threshold("-1%").is_err());
     assert!(compare::parse_threshold("fast").is_err());

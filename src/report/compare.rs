@@ -123,6 +123,20 @@ pub fn check_values(run: &Run) -> Result<(), String> {
         return Err("env.ranks is 0: a run with rows ran on at least one rank".into());
     }
     for r in &run.rows {
+        let (ep_row, bg_row) = (r.phase.is_some(), r.background.is_some());
+        let fits = match run.benchmark.as_str() {
+            "ep" => ep_row && !bg_row,
+            "interference" => bg_row,
+            _ => !ep_row && !bg_row,
+        };
+        if !fits {
+            return Err(format!(
+                "row '{}' (cycle {}) is not a row of benchmark '{}'",
+                key(&run.benchmark, r),
+                r.cycle,
+                run.benchmark
+            ));
+        }
         let bad = |field: &str, v: f64, rule: &str| {
             Err(format!("row '{}' (cycle {}): {field} is {v}: {rule}", key(&run.benchmark, r), r.cycle))
         };

@@ -14,7 +14,9 @@
 //!    link limit an alltoall kernel is read against is the both-ways figure.
 //!
 //! Figures are GB/s per GPU sent (bytes a GPU copies to its peers / wall time, 1 GB = 1e9 B), timed
-//! on the host over `iters` rounds after warm-up, every stream drained before and after.
+//! on the host over `iters` rounds after warm-up, every stream drained before and after. Every
+//! copy is checked: sources hold a pattern per (source, destination), receive slots are poisoned
+//! with its complement before a measurement and verified after it (`wrong`, in bytes).
 use crate::cuda::Gpu;
 use crate::error::{Error, Result};
 use crate::results::{Placement, Row, Status};
@@ -124,11 +126,17 @@ const MAX_DSTS: usize = MAX_GPUS - 1;
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 struct Dsts {
-    p: [u64; MAX_DSTS],
+    src: [u64; MAX_DSTS],
+    dst: [u64; MAX_DSTS],
     n: i32,
 }
 unsafe impl DeviceRepr for Dsts {}
-const _: () = assert!(std::mem::size_of::<Dsts>() == 64); // ceiling.cu asserts the same
+const _: () = assert!(std::mem::size_of::<Dsts>() == 120); // ceiling.cu asserts the same
+
+/// The pattern of source slot (i, j): GPU i's bytes for GPU j (never 0).
+fn tag(i: usize, j: usize) -> u32 {
+    (i * MAX_GPUS + j + 1) as u32
+}
 
 /// Slot stride in the source and receive buffers: slots stay 16-byte aligned for the SM kernel
 /// whatever the copy size.
@@ -163,17 +171,54 @@ impl Drop for DeviceBytes {
     }
 }
 
-/// One GPU's side: its context and streams, n source slots and n receive slots (slot k at
-/// k × stride). A receive slot is the source GPU's index; the copy engines read the source slot of
-/// the destination GPU's index, the SM kernel the slot of the destination's place in its list.
+/// One GPU's side: its context and streams, n source slots (slot j for GPU j) and n receive slots
+/// (slot i from GPU i), slot k at k × stride.
 struct Side {
     gpu: Gpu,
     src: DeviceBytes,
     recv: DeviceBytes,
     /// One stream per destination, so copies to different peers run concurrently; the SM kernel
-    /// runs on the first.
+    /// and the checks run on the first.
     streams: Vec<Arc<CudaStream>>,
     copy: CudaFunction,
+    fill: CudaFunction,
+    verify: CudaFunction,
+}
+
+impl Side {
+    fn src_slot(&self, j: usize, st: u64) -> u64 {
+        self.src.0 + j as u64 * st
+    }
+    fn recv_slot(&self, i: usize, st: u64) -> u64 {
+        self.recv.0 + i as u64 * st
+    }
+
+    /// Writes the pattern `tag` (or its complement) into `bytes` at `at` on the first stream.
+    fn fill(&self, at: u64, bytes: u64, tag: u32, complement: bool) -> Result<()> {
+        let mut l = self.streams[0].launch_builder(&self.fill);
+        let c = complement as i32;
+        l.arg(&at).arg(&bytes).arg(&tag).arg(&c);
+        // SAFETY: `at` is a slot of `bytes` in this GPU's allocation; the arguments match
+        // gb_ceiling_fill's signature.
+        unsafe { l.launch(check_launch())? };
+        Ok(())
+    }
+
+    /// Bytes at `at` that differ from the pattern `tag`.
+    fn wrong(&self, at: u64, bytes: u64, tag: u32) -> Result<u64> {
+        let s = &self.streams[0];
+        let count = s.alloc_zeros::<u64>(1)?;
+        let mut l = s.launch_builder(&self.verify);
+        l.arg(&at).arg(&bytes).arg(&tag).arg(&count);
+        // SAFETY: as for fill; `count` is one u64 on this GPU.
+        unsafe { l.launch(check_launch())? };
+        Ok(s.clone_dtoh(&count)?[0])
+    }
+}
+
+/// The check kernels' grid: a wave over the GPU, grid-stride inside.
+fn check_launch() -> LaunchConfig {
+    LaunchConfig { grid_dim: (264, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
 }
 
 pub struct Host {
@@ -192,8 +237,9 @@ impl Host {
             let slots = (stride(s.bytes) * n as u64) as usize;
             let (src, recv) = (DeviceBytes::new(&gpu.ctx, slots)?, DeviceBytes::new(&gpu.ctx, slots)?);
             let streams = (0..n).map(|_| gpu.ctx.new_stream()).collect::<std::result::Result<Vec<_>, _>>()?;
-            let copy = gpu.function("ceiling", "gb_ceiling_sm_copy")?;
-            sides.push(Side { gpu, src, recv, streams, copy });
+            let f = |name| gpu.function("ceiling", name);
+            let (copy, fill, verify) = (f("gb_ceiling_sm_copy")?, f("gb_ceiling_fill")?, f("gb_ceiling_verify")?);
+            sides.push(Side { gpu, src, recv, streams, copy, fill, verify });
         }
         for i in 0..n {
             sides[i].gpu.ctx.bind_to_thread()?;
@@ -214,6 +260,13 @@ impl Host {
                     }
                 }
             }
+        }
+        let st = stride(s.bytes);
+        for (i, side) in sides.iter().enumerate() {
+            for j in (0..n).filter(|&j| j != i) {
+                side.fill(side.src_slot(j, st), s.bytes, tag(i, j), false)?;
+            }
+            side.streams[0].synchronize()?;
         }
         Ok(Host { sides, bytes: s.bytes, ctas: s.ctas })
     }
@@ -238,9 +291,9 @@ impl Host {
                         // access to the target.
                         unsafe {
                             sys::cuMemcpyPeerAsync(
-                                to.recv.0 + i as u64 * st,
+                                to.recv_slot(i, st),
                                 to.gpu.ctx.cu_ctx(),
-                                from.src.0 + j as u64 * st,
+                                from.src_slot(j, st),
                                 from.gpu.ctx.cu_ctx(),
                                 b as usize,
                                 from.streams[j].cu_stream(),
@@ -251,27 +304,26 @@ impl Host {
                 }
                 Engine::Sm => {
                     for &i in &case.gpus {
-                        let mut dsts = Dsts::default();
+                        let from = &self.sides[i];
+                        let mut c = Dsts::default();
                         for &(_, j) in copies.iter().filter(|c| c.0 == i) {
-                            dsts.p[dsts.n as usize] = self.sides[j].recv.0 + i as u64 * st;
-                            dsts.n += 1;
+                            let d = c.n as usize;
+                            (c.src[d], c.dst[d]) = (from.src_slot(j, st), self.sides[j].recv_slot(i, st));
+                            c.n += 1;
                         }
-                        if dsts.n == 0 {
+                        if c.n == 0 {
                             continue;
                         }
-                        // Source slot d of the kernel is the one for its d-th destination.
-                        let from = &self.sides[i];
-                        let src = from.src.0;
                         let cfg = LaunchConfig {
                             grid_dim: (self.ctas, 1, 1),
                             block_dim: (THREADS, 1, 1),
                             shared_mem_bytes: 0,
                         };
                         let mut l = from.streams[0].launch_builder(&from.copy);
-                        l.arg(&src).arg(&st).arg(&dsts).arg(&b);
-                        // SAFETY: the arguments match gb_ceiling_sm_copy's signature; the source
-                        // has n slots of `st` bytes and every destination a slot of `b` bytes in
-                        // a peer's allocation this context has peer access to.
+                        l.arg(&c).arg(&b);
+                        // SAFETY: the arguments match gb_ceiling_sm_copy's signature; every
+                        // source and destination is a slot of `b` bytes, the destinations in
+                        // peers' allocations this context has peer access to.
                         unsafe { l.launch(cfg)? };
                     }
                 }
@@ -285,13 +337,26 @@ impl Host {
         Ok(())
     }
 
-    /// One measurement: warm-up, then `iters` rounds timed on the host.
+    /// One measurement: the receive slots poisoned, warm-up, `iters` rounds timed on the host,
+    /// then every copy checked.
     pub fn measure(&self, case: &Case, s: &Settings) -> Result<Row> {
+        let st = stride(self.bytes);
+        let copies = case.pattern.copies(&case.gpus);
+        for &(i, j) in &copies {
+            self.sides[j].fill(self.sides[j].recv_slot(i, st), self.bytes, tag(i, j), true)?;
+        }
+        for side in &self.sides {
+            side.streams[0].synchronize()?;
+        }
         self.rounds(case, s.warmup)?;
         let t0 = Instant::now();
         self.rounds(case, s.iters)?;
         let secs = t0.elapsed().as_secs_f64();
-        Ok(row(case, s, secs))
+        let mut wrong = 0;
+        for &(i, j) in &copies {
+            wrong += self.sides[j].wrong(self.sides[j].recv_slot(i, st), self.bytes, tag(i, j))?;
+        }
+        Ok(Row { wrong: Some(wrong), ..row(case, s, secs) })
     }
 }
 
@@ -336,16 +401,17 @@ pub fn table(s: &Settings, rows: &[Row]) -> String {
     let mut t = format!(
         "# ginbench ceiling: copy engines and SM stores between {} GPUs of this host, {} bytes per copy, {} rounds after {} warm-up\n\
          # GB/s per GPU: {BW}; ce: copy engines, no SM; sm: a copy kernel of {} CTAs, no protocol\n\
-         #{:>18} {:>12} {:>12} {:>12}\n",
-        s.gpus, s.bytes, s.iters, s.warmup, s.ctas, "pattern", "size (B)", "round (us)", "GB/s per GPU"
+         #{:>18} {:>12} {:>12} {:>12} {:>10}\n",
+        s.gpus, s.bytes, s.iters, s.warmup, s.ctas, "pattern", "size (B)", "round (us)", "GB/s per GPU", "#wrong (B)"
     );
     for r in rows {
         t += &format!(
-            " {:>18} {:>12} {:>12.2} {:>12.1}\n",
+            " {:>18} {:>12} {:>12.2} {:>12.1} {:>10}\n",
             r.impl_name,
             r.size_bytes,
             r.time_us.unwrap_or(f64::NAN),
-            r.busbw_gbps.unwrap_or(f64::NAN)
+            r.busbw_gbps.unwrap_or(f64::NAN),
+            r.wrong.map_or("-".into(), |w| w.to_string())
         );
     }
     for (what, e) in [("ceiling", "ce"), ("SM stores", "sm")] {

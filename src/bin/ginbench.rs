@@ -46,9 +46,11 @@ enum Cmd {
     /// The NVLink ceiling of this host: the copy engines (no SM) and an SM copy kernel (nvl's copy
     /// loop without its protocol), every pair one way and both ways at once (the copy engines'
     /// both-ways figure is the link limit alltoall busbw is read against), and every GPU to every
-    /// other at once (the alltoall pattern), in GB/s per sending GPU. Keep its JSON beside results.
+    /// other at once (the alltoall pattern), in GB/s per sending GPU; every copy is checked. Keep
+    /// its JSON beside results.
     #[command(allow_negative_numbers = true)]
-    /// Exit 6 on bad input, 8 with fewer than 2 GPUs, more than 8 without -g, or no peer path.
+    /// Exit 6 on bad input, 7 if a copy arrived wrong, 8 with fewer than 2 GPUs, more than 8 without
+    /// -g, or no peer path.
     Ceiling {
         /// GPUs to use, 0..g-1 (default: every visible GPU; at most 8)
         #[arg(short = 'g', long = "ngpus", value_parser = clap::value_parser!(u32).range(2..=8))]
@@ -250,6 +252,7 @@ fn run_ceiling(
         rows.push(host.measure(&case, &s)?);
     }
     print!("{}", ceiling::table(&s, &rows));
+    let wrong: u64 = rows.iter().filter_map(|r| r.wrong).fold(0, u64::saturating_add);
     if let Some(path) = json {
         let env = ginbench::environment::build(host.describe(), Default::default(), None);
         let command = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ");
@@ -258,6 +261,13 @@ fn run_ceiling(
         run.finish(rows, Default::default(), None);
         write_atomic(path, json::to_string(&run).as_bytes())?;
         println!("# Wrote JSON to {}", path.display());
+    }
+    if wrong > 0 {
+        return Err(Error::new(
+            ginbench::error::Exit::WrongData,
+            format!("{wrong} bytes arrived wrong: the figures above are of broken copies"),
+        )
+        .with_fix("check the GPUs and their peer-to-peer path (nvidia-smi topo -m)"));
     }
     Ok(())
 }

@@ -172,7 +172,7 @@ impl Drop for DeviceBytes {
 }
 
 /// One GPU's side: its context and streams, n source slots (slot j for GPU j) and n receive slots
-/// (slot i from GPU i), slot k at k × stride.
+/// (slot i from GPU i), slot k at k × stride (`Host::src`, `Host::recv`).
 struct Side {
     gpu: Gpu,
     src: DeviceBytes,
@@ -186,13 +186,6 @@ struct Side {
 }
 
 impl Side {
-    fn src_slot(&self, j: usize, st: u64) -> u64 {
-        self.src.0 + j as u64 * st
-    }
-    fn recv_slot(&self, i: usize, st: u64) -> u64 {
-        self.recv.0 + i as u64 * st
-    }
-
     /// Writes the pattern `tag` (or its complement) into `bytes` at `at` on the first stream.
     fn fill(&self, at: u64, bytes: u64, tag: u32, complement: bool) -> Result<()> {
         let mut l = self.streams[0].launch_builder(&self.fill);
@@ -224,6 +217,8 @@ fn check_launch() -> LaunchConfig {
 pub struct Host {
     sides: Vec<Side>,
     bytes: u64,
+    /// Slot stride in the source and receive buffers.
+    stride: u64,
     ctas: u32,
 }
 
@@ -261,14 +256,24 @@ impl Host {
                 }
             }
         }
-        let st = stride(s.bytes);
-        for (i, side) in sides.iter().enumerate() {
+        let host = Host { sides, bytes: s.bytes, stride: stride(s.bytes), ctas: s.ctas };
+        for (i, side) in host.sides.iter().enumerate() {
             for j in (0..n).filter(|&j| j != i) {
-                side.fill(side.src_slot(j, st), s.bytes, tag(i, j), false)?;
+                side.fill(host.src(i, j), s.bytes, tag(i, j), false)?;
             }
             side.streams[0].synchronize()?;
         }
-        Ok(Host { sides, bytes: s.bytes, ctas: s.ctas })
+        Ok(host)
+    }
+
+    /// GPU i's source slot for GPU j.
+    fn src(&self, i: usize, j: usize) -> u64 {
+        self.sides[i].src.0 + j as u64 * self.stride
+    }
+
+    /// GPU j's receive slot for GPU i.
+    fn recv(&self, j: usize, i: usize) -> u64 {
+        self.sides[j].recv.0 + i as u64 * self.stride
     }
 
     /// The GPUs, as the results schema records them (GPU i as rank i).
@@ -279,8 +284,22 @@ impl Host {
 
     /// Issues `rounds` rounds of the case's copies, returning once every copy has completed.
     fn rounds(&self, case: &Case, rounds: u32) -> Result<()> {
-        let (b, st) = (self.bytes, stride(self.bytes));
+        let b = self.bytes;
         let copies = case.pattern.copies(&case.gpus);
+        // The SM kernel's launches, one per sending GPU, made once for every round.
+        let launches: Vec<(usize, Dsts)> = case
+            .gpus
+            .iter()
+            .map(|&i| {
+                let mut c = Dsts::default();
+                for &(_, j) in copies.iter().filter(|c| c.0 == i) {
+                    (c.src[c.n as usize], c.dst[c.n as usize]) = (self.src(i, j), self.recv(j, i));
+                    c.n += 1;
+                }
+                (i, c)
+            })
+            .filter(|(_, c)| c.n > 0)
+            .collect();
         for _ in 0..rounds {
             match case.engine {
                 Engine::CopyEngines => {
@@ -291,9 +310,9 @@ impl Host {
                         // access to the target.
                         unsafe {
                             sys::cuMemcpyPeerAsync(
-                                to.recv_slot(i, st),
+                                self.recv(j, i),
                                 to.gpu.ctx.cu_ctx(),
-                                from.src_slot(j, st),
+                                self.src(i, j),
                                 from.gpu.ctx.cu_ctx(),
                                 b as usize,
                                 from.streams[j].cu_stream(),
@@ -303,24 +322,15 @@ impl Host {
                     }
                 }
                 Engine::Sm => {
-                    for &i in &case.gpus {
-                        let from = &self.sides[i];
-                        let mut c = Dsts::default();
-                        for &(_, j) in copies.iter().filter(|c| c.0 == i) {
-                            let d = c.n as usize;
-                            (c.src[d], c.dst[d]) = (from.src_slot(j, st), self.sides[j].recv_slot(i, st));
-                            c.n += 1;
-                        }
-                        if c.n == 0 {
-                            continue;
-                        }
+                    for (i, c) in &launches {
+                        let from = &self.sides[*i];
                         let cfg = LaunchConfig {
                             grid_dim: (self.ctas, 1, 1),
                             block_dim: (THREADS, 1, 1),
                             shared_mem_bytes: 0,
                         };
                         let mut l = from.streams[0].launch_builder(&from.copy);
-                        l.arg(&c).arg(&b);
+                        l.arg(c).arg(&b);
                         // SAFETY: the arguments match gb_ceiling_sm_copy's signature; every
                         // source and destination is a slot of `b` bytes, the destinations in
                         // peers' allocations this context has peer access to.
@@ -340,10 +350,9 @@ impl Host {
     /// One measurement: the receive slots poisoned, warm-up, `iters` rounds timed on the host,
     /// then every copy checked.
     pub fn measure(&self, case: &Case, s: &Settings) -> Result<Row> {
-        let st = stride(self.bytes);
         let copies = case.pattern.copies(&case.gpus);
         for &(i, j) in &copies {
-            self.sides[j].fill(self.sides[j].recv_slot(i, st), self.bytes, tag(i, j), true)?;
+            self.sides[j].fill(self.recv(j, i), self.bytes, tag(i, j), true)?;
         }
         for side in &self.sides {
             side.streams[0].synchronize()?;
@@ -354,7 +363,7 @@ impl Host {
         let secs = t0.elapsed().as_secs_f64();
         let mut wrong = 0;
         for &(i, j) in &copies {
-            wrong += self.sides[j].wrong(self.sides[j].recv_slot(i, st), self.bytes, tag(i, j))?;
+            wrong += self.sides[j].wrong(self.recv(j, i), self.bytes, tag(i, j))?;
         }
         Ok(Row { wrong: Some(wrong), ..row(case, s, secs) })
     }

@@ -117,8 +117,8 @@ fn load(path: &Path) -> Result<ginbench::results::Run, String> {
     if text.len() as u64 > MAX_BYTES {
         return Err(format!("{shown}: over the 1 GiB a results file may have"));
     }
-    let run = json::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    compare::check_values(&run).map_err(|e| format!("{}: {e}", path.display()))?;
+    let run = json::parse(&text).map_err(|e| format!("{shown}: {e}"))?;
+    compare::check_values(&run).map_err(|e| format!("{shown}: {e}"))?;
     Ok(run)
 }
 
@@ -137,17 +137,13 @@ fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path
         for (p, flag) in [(json_out, "--json"), (junit, "--junit")] {
             if let Some(p) = p {
                 check_writable(p, flag)?;
+                for (input, what) in [(base, "the baseline"), (cand, "the candidate")] {
+                    check_distinct((p, flag), (input, what))?;
+                }
             }
         }
         if let (Some(j), Some(x)) = (json_out, junit) {
             check_distinct((j, "--json"), (x, "--junit"))?;
-        }
-        for (p, flag) in [(json_out, "--json"), (junit, "--junit")] {
-            for (input, what) in [(base, "the baseline"), (cand, "the candidate")] {
-                if let Some(p) = p {
-                    check_distinct((p, flag), (input, what))?;
-                }
-            }
         }
         Ok(())
     };

@@ -284,10 +284,7 @@ pub fn check_writable(path: &Path, flag: &str) -> Result<()> {
     }
     let target = crate::report::resolve_link(path)
         .map_err(|e| Error::usage(format!("{flag} {shown}: {e}"), "give a file name whose link resolves"))?;
-    let dir = match target.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
+    let dir = crate::report::folder_of(&target);
     if !dir.is_dir() {
         return Err(Error::usage(
             format!("{flag} {shown}: folder {} does not exist", dir.display()),

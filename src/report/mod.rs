@@ -19,10 +19,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if path.exists() && !path.is_file() {
         return Err(std::io::Error::other("exists and is not a regular file"));
     }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
+    let dir = folder_of(path);
     let name = path.file_name().ok_or_else(|| std::io::Error::other("no file name"))?;
     let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
     let res = (|| {
@@ -53,15 +50,19 @@ pub fn resolve_link(path: &Path) -> std::io::Result<std::path::PathBuf> {
     Err(std::io::Error::other("too many levels of symbolic links"))
 }
 
+/// The folder a file path is in (`.` for a bare name).
+pub fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
 /// Two paths name one file: the same resolved folder and file name (neither need exist).
 pub fn same_file(a: &Path, b: &Path) -> bool {
     let key = |p: &Path| -> Option<(std::path::PathBuf, std::ffi::OsString)> {
         let p = resolve_link(p).ok()?;
-        let dir = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        Some((std::fs::canonicalize(dir).ok()?, p.file_name()?.to_os_string()))
+        Some((std::fs::canonicalize(folder_of(&p)).ok()?, p.file_name()?.to_os_string()))
     };
     a == b || matches!((key(a), key(b)), (Some(x), Some(y)) if x == y)
 }

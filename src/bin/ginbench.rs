@@ -254,7 +254,9 @@ fn run_ceiling(
         let command = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ");
         let config = serde_json::json!({ "gpus": n, "bytes": bytes, "iters": iters, "warmup": warmup, "ctas": ctas });
         let mut run = ginbench::results::Run::start("ceiling", &command, ginbench::results::now_rfc3339(), env, config);
-        run.finish(rows, Default::default(), None);
+        // The summary's wrong and failed counts; its mean busbw would mix patterns, so it stays 0.
+        let rows_wrong = rows.iter().filter(|r| r.wrong.is_some_and(|w| w > 0)).count() as u64;
+        run.finish(rows, ginbench::results::Summary { rows_wrong, ..Default::default() }, None);
         write_atomic(path, json::to_string(&run).as_bytes())?;
         println!("# Wrote JSON to {}", path.display());
     }

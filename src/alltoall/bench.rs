@@ -88,6 +88,9 @@ fn run_rank(cfg: &Config, ctx: &RankCtx, out: &mut Output) -> Result<()> {
     let bytes = buffer_span(buffer_bytes(cfg.dtype.size(), &sweep, n as u64), fit);
     let send = DevMem::alloc(bytes as usize)?;
     let recv = DevMem::alloc(bytes as usize)?;
+    if cfg.impls.iter().any(|i| i.real_gin()) {
+        crate::nccl::compat::enable_gin_early(ctx.comm, &ctx.env.gin)?;
+    }
     let reg = Registration::register(ctx.comm, cfg.register, &send, &recv)?;
     let mut r = Rank {
         boot,

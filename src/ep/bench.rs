@@ -68,6 +68,9 @@ impl Benchmark for Config {
 
     fn sweep(&self, ctx: &RankCtx, out: &mut Output) -> Result<()> {
         self.shape.validate(ctx.boot.size())?;
+        if !self.real_gin_impls().is_empty() {
+            crate::nccl::compat::enable_gin_early(ctx.comm, &ctx.env.gin)?;
+        }
         let mut st =
             State { boot: ctx.boot, gpu: ctx.gpu, comm: ctx.comm, cfg: self, checks: Checks::new(ctx.gpu)?, seed: 0 };
         for cycle in 0..self.common.cycles {

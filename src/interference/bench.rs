@@ -111,6 +111,9 @@ impl Benchmark for Config {
         // Both splits are collective over every rank, in this order on all of them.
         let ep_comm = ctx.comm.split(eg.color, me, &self.ep_comm.nccl)?;
         let dp_comm = ctx.comm.split(dg.color, me, &self.dp_comm.nccl)?;
+        if !self.fg.real_gin_impls().is_empty() {
+            crate::nccl::compat::enable_gin_early(&ep_comm, &ctx.env.gin)?;
+        }
         let ep_boot = Group::new(world, eg.members);
         // Without a priority the foreground runs on the rank's own stream, as the standalone
         // benchmarks do.

@@ -4,6 +4,8 @@
 //!   `ginForceEnable`; no `ncclCommQueryProperties`, so GIN availability is learnt by asking for a
 //!   GIN device communicator (on a communicator of its own: see `nccl::probe_gin`).
 //! - ≥ 2.29.2: versioned structs, started from `NCCL_*_INITIALIZER`; properties query.
+//! - < 2.29.7: destroying a device communicator can leave a freed window behind, which the first
+//!   GIN device communicator on that communicator then touches; see [`enable_gin_early`].
 //! - ≥ 2.29.7: `ginConnectionType` (FULL) replaces `ginForceEnable`.
 //! - ≥ 2.30.5: strong and VA signals are required unless waived; the protocols use neither, and
 //!   EFA's GIN backends have neither, so they are waived.
@@ -124,6 +126,26 @@ impl Drop for DevComm {
             let _ = lib().ncclDevCommDestroy(self.comm, &self.raw);
         }
     }
+}
+
+/// NCCL before 2.29.7 files a device communicator's resource window (its barriers and signals)
+/// under address 0: `symWindowCreate` reads the user address before it fills in the NULL one
+/// (src/dev_runtime.cc). Destroying that device communicator then removes a neighbour's entry
+/// from the communicator's sorted window list and leaves its own, freed, behind. The device
+/// communicator that first enables GIN on the communicator walks that list to update every window
+/// and touches the freed one: `alltoall_perf -D nvl,gin` segfaulted as it created gin's device
+/// communicator, on one node (where 2.28 enables GIN only when asked) and, on 2.29.2, on any
+/// number. Enabling GIN before any device communicator is destroyed keeps the walk on live
+/// windows; a request for GIN and nothing else owns no resource window, so it is dropped at once
+/// and GIN stays enabled on the communicator. Collective: call it on every rank, before the first
+/// device communicator on `comm`, where GIN device communicators will be made on it.
+pub fn enable_gin_early(comm: &Comm, gin: &Gin) -> Result<()> {
+    if super::header_version() >= 22907 || gin.kind == GinKind::None {
+        return Ok(()); // fixed there; nothing to enable here
+    }
+    let mut reqs = requirements();
+    request_gin(&mut reqs, &GinRequest::default());
+    DevComm::create(comm, &reqs).map(drop)
 }
 
 /// Is GIN usable on this communicator, and if not, why (in NCCL's words)? Collective.

@@ -1,0 +1,22 @@
+# Sourced by the ci/gpu-* scripts: the repository root as working folder, the binaries ($bin, from
+# $GINBENCH_BIN, default target/release), this node's GPU count ($n; exit 8 without a GPU),
+# NCCL_NVLS_ENABLE=0 unless set, mpirun's root flag ($root), and run / expect, which append a
+# run's table to $out/tables.txt and its JSON to $out/NAME.json and set fail=1 on a wrong exit.
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+bin=${GINBENCH_BIN:-target/release}
+n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ "${n:-0}" -lt 1 ]; then echo "$(basename "$0"): no GPU found" >&2; exit 8; fi
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+root=(); [ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
+fail=0
+
+# expect CODE NAME CMD...: run CMD with -J $out/NAME.json; fail unless it exits CODE.
+expect() {
+  local want=$1 name=$2; shift 2
+  echo "## $name: $*" >> "$out/tables.txt"
+  "$@" -J "$out/$name.json" >> "$out/tables.txt"
+  local rc=$?
+  echo "$name: exit $rc"
+  [ $rc = "$want" ] || { fail=1; echo "$name: expected exit $want" >&2; }
+}
+run() { expect 0 "$@"; }

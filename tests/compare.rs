@@ -230,6 +230,11 @@ fn exit_codes_of_the_command() {
         c.output().unwrap()
     };
     assert_eq!(out(&[&base, &same], &[]).status.code(), Some(0));
+    // The summary names the threshold as given, not rounded to one the gate did not use.
+    for (given, shown) in [("5%", "threshold 5%"), ("2.5", "threshold 2.5%"), ("999.99%", "threshold 999.99%")] {
+        let o = out(&[&base, &same], &["--threshold", given]);
+        assert!(String::from_utf8_lossy(&o.stdout).contains(shown), "{given}");
+    }
     let junit = dir.join("gate.xml");
     let o = out(&[&base, &slow], &["--junit", junit.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));

@@ -161,15 +161,7 @@ pub fn check_registration(register: u32, impls: &[&ImplInfo]) -> Result<()> {
 
 /// Resolve a `-D` value: comma-separated numbers or names (each kept once), or `all`.
 pub fn resolve(spec: &str) -> Result<Vec<&'static ImplInfo>> {
-    if spec.trim() == "all" {
-        return Ok(IMPLS.iter().collect());
-    }
-    let at = crate::driver::cli::list(spec, "implementation", |tok| {
-        IMPLS.iter().position(|i| i.name == tok || i.id.to_string() == tok).ok_or_else(|| {
-            Error::usage(format!("unknown implementation '{tok}'"), format!("use -D all or one of {}", list()))
-        })
-    })?;
-    Ok(at.into_iter().map(|k| &IMPLS[k]).collect())
+    crate::driver::cli::resolve_impls(spec, IMPLS, |i, item| i.name == item || i.id.to_string() == item, &list())
 }
 
 /// "0 host, 1 nvl-simple, ..." for messages and --list-impls.

@@ -176,6 +176,26 @@ pub fn list<T: PartialEq>(text: &str, what: &str, parse: impl Fn(&str) -> Result
     Ok(v)
 }
 
+/// A `-D` value over a registry: `all`, or comma-separated items each naming one entry (`names`
+/// says whether an item names an entry), each entry kept once, in the order given. `listing` is
+/// what an unknown item's hint offers.
+pub fn resolve_impls<T>(
+    spec: &str,
+    table: &'static [T],
+    names: impl Fn(&T, &str) -> bool,
+    listing: &str,
+) -> Result<Vec<&'static T>> {
+    if spec.trim() == "all" {
+        return Ok(table.iter().collect());
+    }
+    let at = list(spec, "implementation", |item| {
+        table.iter().position(|t| names(t, item)).ok_or_else(|| {
+            Error::usage(format!("unknown implementation '{item}'"), format!("use -D all or one of {listing}"))
+        })
+    })?;
+    Ok(at.into_iter().map(|k| &table[k]).collect())
+}
+
 impl Common {
     /// Validate the shared flags; `emulated` names the first `-emu` impl asked for by name.
     pub fn from_args(a: &CommonArgs, emulated: Option<&str>, impls_all: bool, command: String) -> Result<Common> {

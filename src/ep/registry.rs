@@ -1,7 +1,7 @@
 //! The EP implementations: `-D` takes names, comma-separated, or `all`. An entry is the
 //! implementation: its constructor and its properties.
 use super::{gin, host, nvl, Ctx, EpImpl};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gin_transport::GinTransport;
 use crate::results::Gin;
 
@@ -83,14 +83,6 @@ pub const IMPLS: &[EpImplInfo] = &[
 
 /// Resolve a `-D` value: comma-separated names (each kept once), or `all`.
 pub fn resolve(spec: &str) -> Result<Vec<&'static EpImplInfo>> {
-    if spec.trim() == "all" {
-        return Ok(IMPLS.iter().collect());
-    }
-    let at = crate::driver::cli::list(spec, "implementation", |name| {
-        IMPLS
-            .iter()
-            .position(|i| i.name == name)
-            .ok_or_else(|| Error::usage(format!("unknown implementation '{name}'"), "see ep_perf --list-impls"))
-    })?;
-    Ok(at.into_iter().map(|k| &IMPLS[k]).collect())
+    let names = IMPLS.iter().map(|i| i.name).collect::<Vec<_>>().join(", ");
+    crate::driver::cli::resolve_impls(spec, IMPLS, |i, item| i.name == item, &names)
 }

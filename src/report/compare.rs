@@ -398,6 +398,13 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
     })
 }
 
+/// 0.05 -> "5", 0.025 -> "2.5", 9.9999 -> "999.99": as given, without a rounding that could print
+/// a threshold the gate does not use.
+fn percent(fraction: f64) -> String {
+    let s = format!("{:.6}", fraction * 100.0);
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 fn us(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
 }
@@ -407,9 +414,9 @@ pub fn render_text(o: &Outcome) -> String {
     let mut s = String::new();
     let count = |v: Verdict| o.findings.iter().filter(|f| f.verdict == v).count();
     s += &format!(
-        "ginbench compare: {} (threshold {:.1}%): {} regressions, {} missing, {} newly skipped/failed, {} wrong, {} improvements, {} unchanged, {} new, {} not compared\n",
+        "ginbench compare: {} (threshold {}%): {} regressions, {} missing, {} newly skipped/failed, {} wrong, {} improvements, {} unchanged, {} new, {} not compared\n",
         if o.passed { "PASS" } else { "FAIL" },
-        o.threshold * 100.0,
+        percent(o.threshold),
         count(Verdict::Regression),
         count(Verdict::Missing),
         count(Verdict::NewlySkipped),

@@ -134,8 +134,8 @@ impl Drop for DevComm {
 /// from the communicator's sorted window list and leaves its own, freed, behind. The device
 /// communicator that first enables GIN on the communicator walks that list to update every window
 /// and touches the freed one: `alltoall_perf -D nvl,gin` segfaulted as it created gin's device
-/// communicator, on one node (where 2.28 enables GIN only when asked) and, on 2.29.2, on any
-/// number. Enabling GIN before any device communicator is destroyed keeps the walk on live
+/// communicator, on one node (where 2.28 enables GIN only when asked; 2.29.2 does so on any
+/// number of nodes). Enabling GIN before any device communicator is destroyed keeps the walk on live
 /// windows; a request for GIN and nothing else owns no resource window, so it is dropped at once
 /// and GIN stays enabled on the communicator. Collective: call it on every rank, before the first
 /// device communicator on `comm`, where GIN device communicators will be made on it.

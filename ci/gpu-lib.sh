@@ -1,6 +1,7 @@
 # Sourced by the ci/gpu-* scripts: the repository root as working folder, the binaries ($bin, from
 # $GINBENCH_BIN, default target/release), this node's GPU count ($n; exit 8 without a GPU),
-# NCCL_NVLS_ENABLE=0 unless set, mpirun's root flag ($root), and run / expect, which append a
+# NCCL_NVLS_ENABLE=0 unless set, mpirun's root flag ($root), the virtual nodes the emulated impls
+# take ($nodes: 2 where there are 2 GPUs or more), and run / expect, which append a
 # run's table to $out/tables.txt and its JSON to $out/NAME.json and set fail=1 on a wrong exit.
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 bin=${GINBENCH_BIN:-target/release}
@@ -8,6 +9,7 @@ n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ "${n:-0}" -lt 1 ]; then echo "$(basename "$0"): no GPU found" >&2; exit 8; fi
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 root=(); [ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
+nodes=1; [ "$n" -ge 2 ] && nodes=2
 fail=0
 
 # expect CODE NAME CMD...: run CMD with -J $out/NAME.json; fail unless it exits CODE.

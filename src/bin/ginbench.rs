@@ -48,9 +48,9 @@ enum Cmd {
     /// both-ways figure is the link limit alltoall busbw is read against), and every GPU to every
     /// other at once (the alltoall pattern), in GB/s per sending GPU; every copy is checked. Keep
     /// its JSON beside results.
-    #[command(allow_negative_numbers = true)]
     /// Exit 6 on bad input, 7 if a copy arrived wrong, 8 with fewer than 2 GPUs, more than 8 without
     /// -g, or no peer path.
+    #[command(allow_negative_numbers = true)]
     Ceiling {
         /// GPUs to use, 0..g-1 (default: every visible GPU; at most 8)
         #[arg(short = 'g', long = "ngpus", value_parser = clap::value_parser!(u32).range(2..=8))]

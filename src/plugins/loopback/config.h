@@ -18,9 +18,10 @@
 //                                           program resets signals; ~40 us per such op on H200);
 //                                           never: trust the plugin's shadow after a first read,
 //                                           right for programs that never call resetSignal
-//   GINBENCH_LOOPBACK_STATS=1               one line of data-path counters per connection at close,
-//                                           and every 3 s one line of each connection's state
-//                                           (copies, signals sent and applied per peer)
+//   GINBENCH_LOOPBACK_STATS=1               data-path counters per connection at close (calls and
+//                                           their cost, how long ops took to complete, each CUDA
+//                                           call of the data path), and every 3 s one line of each
+//                                           connection's state (copies, signals sent and applied)
 #pragma once
 
 #include <cstdint>

@@ -321,6 +321,7 @@ Result writeSignal(CollComm& c, int dest, Lane* lane, Request* req, const RegEnt
 Request* newRequest(CollComm& c) {
   Request* r = new Request;
   r->owner = &c;
+  if (statsEnabled()) r->issued = Clock::now();
   if (c.config.chaos && c.rng.chance(c.chaos.latePercent)) {
     r->lateReports = 1 + static_cast<int>(c.rng.below(c.chaos.maxLatePolls));
   }
@@ -641,10 +642,14 @@ Result test(void* collComm, void* request, int* done) {
     req->lateReports--;
     return kSuccess;
   }
+  if (statsEnabled()) {
+    stats().testsDone.fetch_add(1, std::memory_order_relaxed);
+    auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - req->issued).count();
+    stats().doneNs.fetch_add(static_cast<uint64_t>(took), std::memory_order_relaxed);
+  }
   c.requests.erase(req);
   delete req;
   *done = 1;
-  if (statsEnabled()) stats().testsDone.fetch_add(1, std::memory_order_relaxed);
   return kSuccess;
 }
 

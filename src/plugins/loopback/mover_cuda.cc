@@ -14,6 +14,7 @@
 #include "cuda_api.h"
 #include "log.h"
 #include "mover.h"
+#include "stats.h"
 
 namespace gbl {
 namespace {
@@ -25,6 +26,13 @@ constexpr size_t kStagingBytes = 4u << 20;
 cu::DevicePtr dptr(const void* p) { return static_cast<cu::DevicePtr>(reinterpret_cast<uintptr_t>(p)); }
 
 using cu::ScopedContext;
+
+// A data-path driver call, counted and timed under GINBENCH_LOOPBACK_STATS (stats.h).
+template <class Fn, class... Args>
+cu::Status timed(CudaCall which, Fn fn, Args... args) {
+  StatsTimer timer(stats().calls[which], stats().callNs[which]);
+  return fn(args...);
+}
 
 struct CudaTimeline final : Timeline {
   CudaTimeline(Mover* m, int dev, const cu::Api* a, cu::Context c) : Timeline(m, dev), api(a), ctx(c) {}
@@ -98,11 +106,13 @@ class CudaMover final : public Mover {
         size_t n = bytes - off < kStagingBytes ? bytes - off : kStagingBytes;
         const char* s = static_cast<const char*>(src) + off;
         char* d = static_cast<char*>(dst) + off;
-        if (Result r = cu::check(api_->memcpyAsync(dptr(t.staging), dptr(s), n, t.stream), "cuMemcpyAsync (D2H)");
+        if (Result r = cu::check(timed(kCallMemcpy, api_->memcpyAsync, dptr(t.staging), dptr(s), n, t.stream),
+                                 "cuMemcpyAsync (D2H)");
             r != kSuccess) {
           return r;
         }
-        if (Result r = cu::check(api_->memcpyAsync(dptr(d), dptr(t.staging), n, t.stream), "cuMemcpyAsync (H2D)");
+        if (Result r = cu::check(timed(kCallMemcpy, api_->memcpyAsync, dptr(d), dptr(t.staging), n, t.stream),
+                                 "cuMemcpyAsync (H2D)");
             r != kSuccess) {
           return r;
         }
@@ -111,7 +121,8 @@ class CudaMover final : public Mover {
       // Unified addressing lets one call serve device<->device (peer or local), host->device
       // (pageable sources are staged before the call returns, so NCCL may reuse its inline slot
       // once we report completion) and device->host.
-      if (Result r = cu::check(api_->memcpyAsync(dptr(dst), dptr(src), bytes, t.stream), "cuMemcpyAsync");
+      if (Result r =
+              cu::check(timed(kCallMemcpy, api_->memcpyAsync, dptr(dst), dptr(src), bytes, t.stream), "cuMemcpyAsync");
           r != kSuccess) {
         return r;
       }
@@ -122,7 +133,8 @@ class CudaMover final : public Mover {
   Result writeSignal(Timeline& tl, uint64_t* word, uint64_t value, uint64_t* ticket) override {
     CudaTimeline& t = static_cast<CudaTimeline&>(tl);
     if (Result r = cu::makeCurrent(t.ctx); r != kSuccess) return r;
-    if (Result r = cu::check(api_->streamWriteValue64(t.stream, dptr(word), value, 0), "cuStreamWriteValue64");
+    if (Result r = cu::check(timed(kCallWriteValue, api_->streamWriteValue64, t.stream, dptr(word), value, 0),
+                             "cuStreamWriteValue64");
         r != kSuccess) {
       return r;
     }
@@ -143,11 +155,14 @@ class CudaMover final : public Mover {
         r != kSuccess) {
       return r;
     }
-    if (Result r = cu::check(api_->eventRecord(rs->event, rs->stream), "cuEventRecord"); r != kSuccess) return r;
+    if (Result r = cu::check(timed(kCallEventRecord, api_->eventRecord, rs->event, rs->stream), "cuEventRecord");
+        r != kSuccess) {
+      return r;
+    }
     auto start = Clock::now();
     auto deadline = start + std::chrono::duration<double>(timeoutSeconds);
     for (;;) {
-      cu::Status s = api_->eventQuery(rs->event);
+      cu::Status s = timed(kCallEventQuery, api_->eventQuery, rs->event);
       if (s == cu::kOk) break;
       if (s != cu::kNotReady) return cu::check(s, "cuEventQuery (signal read-back)");
       auto now = Clock::now();
@@ -174,7 +189,7 @@ class CudaMover final : public Mover {
     cu::Event ev = source.inflight[ticket - source.inflight.front().ticket].event;
     if (Result r = cu::makeCurrent(waiter.ctx); r != kSuccess) return r;
     // Cross-device waits are allowed: the event may belong to another context.
-    return cu::check(api_->streamWaitEvent(waiter.stream, ev, 0), "cuStreamWaitEvent");
+    return cu::check(timed(kCallStreamWaitEvent, api_->streamWaitEvent, waiter.stream, ev, 0), "cuStreamWaitEvent");
   }
 
   Result poll(Timeline& tl, uint64_t* completed) override {
@@ -183,7 +198,7 @@ class CudaMover final : public Mover {
       if (Result r = cu::makeCurrent(t.ctx); r != kSuccess) return r;
     }
     while (!t.inflight.empty()) {
-      cu::Status s = api_->eventQuery(t.inflight.front().event);
+      cu::Status s = timed(kCallEventQuery, api_->eventQuery, t.inflight.front().event);
       if (s == cu::kNotReady) break;
       if (s != cu::kOk) return cu::check(s, "cuEventQuery");
       t.completed = t.inflight.front().ticket;
@@ -215,7 +230,7 @@ class CudaMover final : public Mover {
                r != kSuccess) {
       return r;
     }
-    if (Result r = cu::check(api_->eventRecord(ev, t.stream), "cuEventRecord"); r != kSuccess) {
+    if (Result r = cu::check(timed(kCallEventRecord, api_->eventRecord, ev, t.stream), "cuEventRecord"); r != kSuccess) {
       t.spare.push_back(ev);
       return r;
     }

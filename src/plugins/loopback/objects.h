@@ -130,6 +130,7 @@ struct Request {
   size_t partsDone = 0;  // parts[0, partsDone) are known complete
   int heldChunks = 0;   // chaos: chunks not issued yet
   int lateReports = 0;  // chaos: "not done" answers left after completion
+  std::chrono::steady_clock::time_point issued{};  // GINBENCH_LOOPBACK_STATS only
 };
 
 struct HeldChunk {  // chaos: a piece of an unsignalled put (or get) not issued yet

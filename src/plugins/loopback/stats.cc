@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace gbl {
 
@@ -12,6 +13,9 @@ bool statsEnabled() {
   }();
   return on;
 }
+
+const char* const kCudaCallNames[kCallCount] = {"cuMemcpyAsync", "cuEventRecord", "cuEventQuery",
+                                                 "cuStreamWaitEvent", "cuStreamWriteValue64"};
 
 Stats& stats() {
   static Stats s;
@@ -29,6 +33,17 @@ void printStats(const char* what) {
           what, static_cast<unsigned long>(puts), us(s.putNs.load(), puts), static_cast<unsigned long>(s.signals.load()),
           static_cast<unsigned long>(reads), us(s.readBackNs.load(), reads), static_cast<unsigned long>(tests),
           us(s.testNs.load(), tests), static_cast<unsigned long>(s.testsDone.load()));
+  // Where an op's time goes: how long ops took to complete, and the driver calls behind them.
+  std::string calls;
+  for (int i = 0; i < kCallCount; i++) {
+    char buf[96];
+    uint64_t n = s.calls[i].load();
+    snprintf(buf, sizeof buf, "%s %s %lu (%.2f us each)", i ? "," : "", kCudaCallNames[i],
+             static_cast<unsigned long>(n), us(s.callNs[i].load(), n));
+    calls += buf;
+  }
+  fprintf(stderr, "ginbench-loopback: stats at %s: ops took %.1f us from the put to done; CUDA calls:%s\n", what,
+          us(s.doneNs.load(), s.testsDone.load()), calls.c_str());
 }
 
 }  // namespace gbl

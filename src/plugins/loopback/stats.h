@@ -9,10 +9,16 @@
 
 namespace gbl {
 
+// The driver calls of the data path (mover_cuda.cc), counted and timed one by one.
+enum CudaCall { kCallMemcpy, kCallEventRecord, kCallEventQuery, kCallStreamWaitEvent, kCallWriteValue, kCallCount };
+extern const char* const kCudaCallNames[kCallCount];
+
 struct Stats {
   std::atomic<uint64_t> puts{0}, putNs{0};          // iput / iputSignal / iget calls
   std::atomic<uint64_t> signals{0}, readBacks{0}, readBackNs{0};
   std::atomic<uint64_t> tests{0}, testNs{0}, testsDone{0};
+  std::atomic<uint64_t> doneNs{0};  // summed over ops: from the put call to test() saying done
+  std::atomic<uint64_t> calls[kCallCount]{}, callNs[kCallCount]{};
 };
 
 bool statsEnabled();

@@ -8,7 +8,8 @@
 // left for a signal kernel); every rank then puts + signals into every rank, itself included,
 // from a fresh thread with no CUDA context (NCCL's proxy thread sets none). When the kernel sees
 // the signal it checks the data is already there. Rounds: plain, after a device-side reset of the
-// signal (read-back path), under chaos; then a bandwidth figure for rank 0 -> 1 and 0 -> 0.
+// signal (read-back path), under chaos; then a bandwidth figure for rank 0 -> 1 and 0 -> 0, and
+// the time per small put + signal, alone and while the destination's SMs spin on the signal.
 // With --processes, N processes (default 2; GPU = rank % GPU count, so one GPU serves too) are
 // one rank each, as under MPI with virtual nodes: windows are cuMem allocations with POSIX-FD
 // handles (exported, passed over the plugin's channels, mapped by the others), the signal array
@@ -358,6 +359,23 @@ static double bandwidth(Rank& rk, int peer, int reps) {
   return reps * static_cast<double>(kSlot) / s / 1e9;
 }
 
+// Small ops: `reps` puts of `bytes` with a signal each from rank rk to `peer`, at most `window` in
+// flight, tested as NCCL's proxy tests them (every outstanding one per pass); microseconds per op.
+static double opRate(Rank& rk, int peer, int reps, size_t bytes, int window) {
+  std::vector<void*> reqs;
+  auto t0 = Clock::now();
+  for (int i = 0; i < reps; i++) {
+    void* req = nullptr;
+    CHECK(gGin->iputSignal(rk.comm, 0, rk.srcH, bytes, static_cast<uint64_t>(i % 64) * bytes, rk.winH, peer, 0,
+                           rk.sigH, 0, kSignalOpInc, &req) == kSuccess,
+          "iputSignal (rate)");
+    reqs.push_back(req);
+    if (static_cast<int>(reqs.size()) >= window) CHECK(waitRequests(rk.comm, reqs, 30), "rate puts did not complete");
+  }
+  CHECK(waitRequests(rk.comm, reqs, 30), "rate puts did not complete");
+  return std::chrono::duration<double>(Clock::now() - t0).count() / reps * 1e6;
+}
+
 static int processesMain(const char* lib, int nprocs);
 static int processChild(const char* lib, int coord, int rank, int nprocs);
 
@@ -471,6 +489,34 @@ int main(int argc, char** argv) {
           double self = bandwidth(rk, 0, 64);
           printf("gpu-smoke: bandwidth rank 0 -> 0: %.1f GB/s (4 MiB puts)\n", self);
           if (n > 1) printf("gpu-smoke: bandwidth rank 0 -> 1: %.1f GB/s (4 MiB puts)\n", bandwidth(rk, 1, 64));
+          if (n > 1) {
+            // The cost of one small op (an EP LL token is 7 KiB), alone and while rank 1's GPU is
+            // full of a kernel spinning on the signal word the ops increment.
+            const int reps = 2000;
+            printf("gpu-smoke: rate rank 0 -> 1: %.1f us per 7 KiB put + signal, 1024 in flight\n",
+                   opRate(rk, 1, reps, 7168, 1024));
+            Rank& dst = ranks[1];
+            CU(p_cuCtxSetCurrent(dst.ctx));
+            uint64_t now = 0;
+            CU(p_cuMemcpyDtoH(&now, dst.sig.ptr, 8));
+            CU(p_cuMemsetD32Async(dst.sig.ptr + 64, 0, 1, dst.aux));
+            CU(p_cuStreamSynchronize(dst.aux));
+            CUdeviceptr result = dst.sig.ptr + 64;
+            uint64_t target = now + reps;
+            unsigned nslots = 0;  // no data check: only the signal count
+            unsigned long long slot = kSlot, timeoutNs = 60ull * 1000 * 1000 * 1000;
+            void* args[] = {&dst.sig.ptr, &target, &dst.win.ptr, &nslots, &slot, &result, &timeoutNs};
+            CU(p_cuLaunchKernel(dst.wait, dst.blocks, 1, 1, 1024, 1, 1, 0, dst.kernelStream, args, nullptr));
+            CU(p_cuCtxSetCurrent(rk.ctx));
+            double spun = opRate(rk, 1, reps, 7168, 1024);
+            CU(p_cuCtxSetCurrent(dst.ctx));
+            CU(p_cuStreamSynchronize(dst.kernelStream));
+            uint32_t res = 0;
+            CU(p_cuMemcpyDtoH(&res, result, 4));
+            CU(p_cuCtxSetCurrent(rk.ctx));
+            CHECK(res == 1, "rate under a spinning kernel: kernel result %u (3: the signals never all arrived)", res);
+            printf("gpu-smoke: rate rank 0 -> 1: %.1f us per op with every SM of GPU 1 spinning on the signal\n", spun);
+          }
         }).join();
       }
       b.wait();

@@ -3,6 +3,7 @@
 // by peer access. Beside the copy-engine rows this separates what the links give from what
 // SM-initiated writes reach on them. Both engines' copies are checked (fill / poison / verify).
 #include "device_compat.cuh"
+#include "splitmix.cuh"
 
 // Largest number of destinations of one source (8 GPUs per host).
 #define GB_CEILING_MAX_DSTS 7
@@ -51,11 +52,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS) gb_ceiling_sm_copy(GbCe
 // must hold the pattern after it. Slots are 4 KB aligned; a tail under 8 bytes takes the bytes of
 // the next pattern word.
 __device__ __forceinline__ uint64_t gb_ceiling_word(uint32_t tag, uint64_t w) {
-  uint64_t x = (uint64_t(tag) << 40) ^ w;
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
+  return gb_splitmix64((uint64_t(tag) << 40) ^ w);
 }
 
 __device__ __forceinline__ uint8_t gb_ceiling_byte(uint32_t tag, uint64_t b) {

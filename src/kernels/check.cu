@@ -7,18 +7,13 @@
 // operation moves bits; the datatype does not matter).
 #include <stdint.h>
 
-namespace {
+#include "splitmix.cuh"
 
-__device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+namespace {
 
 template <typename T>
 __device__ __forceinline__ T pattern(uint32_t seed, uint32_t rank, uint64_t idx) {
-  return static_cast<T>(splitmix64((uint64_t(seed) << 40) ^ (uint64_t(rank) << 48) ^ idx));
+  return static_cast<T>(gb_splitmix64((uint64_t(seed) << 40) ^ (uint64_t(rank) << 48) ^ idx));
 }
 
 template <typename T>

@@ -58,11 +58,11 @@ enum Cmd {
         /// Bytes per copy (K/M/G/T suffixes, powers of 1024)
         #[arg(short = 'b', long = "bytes", default_value = "256M")]
         bytes: String,
-        /// Timed rounds per measurement
-        #[arg(short = 'n', long = "iters", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+        /// Timed rounds per measurement (1..=1000000)
+        #[arg(short = 'n', long = "iters", default_value_t = 20, value_parser = ginbench::driver::cli::iterations(1))]
         iters: u32,
-        /// Untimed rounds first
-        #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
+        /// Untimed rounds first (at most 1000000)
+        #[arg(short = 'w', long = "warmup_iters", default_value_t = 5, value_parser = ginbench::driver::cli::iterations(0))]
         warmup: u32,
         /// CTAs of the SM copy kernel (512 threads each; alltoall_perf's nvl default is 128)
         #[arg(short = 'V', long = "ctas", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]

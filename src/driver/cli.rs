@@ -18,6 +18,16 @@ Exit codes: 0 ok, 1 internal error, 2 CUDA error, 3 NCCL error, 4 timeout, 5 not
     )
 }
 
+/// Most iterations, cycles, checked runs or graph launches a flag may ask for: every timed
+/// iteration also gets a CUDA event (the per-iteration pass), so a count far beyond any real run
+/// would exhaust memory or run for days instead of failing at once.
+pub const MAX_ITERATIONS: u32 = 1_000_000;
+
+/// Parser of an iteration-count flag: `least..=MAX_ITERATIONS`.
+pub fn iterations(least: u32) -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(i64::from(least)..=i64::from(MAX_ITERATIONS))
+}
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct CommonArgs {
     /// Host threads per process (each drives -g GPUs)
@@ -26,20 +36,20 @@ pub struct CommonArgs {
     /// GPUs per thread
     #[arg(short = 'g', long = "ngpus", default_value_t = 1)]
     pub ngpus: usize,
-    /// Timed iterations per measurement
-    #[arg(short = 'n', long = "iters", default_value_t = 20)]
+    /// Timed iterations per measurement (1..=1000000)
+    #[arg(short = 'n', long = "iters", default_value_t = 20, value_parser = iterations(1))]
     pub iters: u32,
-    /// Warm-up iterations per measurement (untimed)
-    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
+    /// Warm-up iterations per measurement (untimed; at most 1000000)
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5, value_parser = iterations(0))]
     pub warmup_iters: u32,
-    /// Repeat the whole sweep N times (rows carry `cycle`)
-    #[arg(short = 'N', long = "run_cycles", default_value_t = 1)]
+    /// Repeat the whole sweep N times (rows carry `cycle`; 1..=1000000)
+    #[arg(short = 'N', long = "run_cycles", default_value_t = 1, value_parser = iterations(1))]
     pub run_cycles: u32,
-    /// Checked runs per measurement: 0 disables the correctness check
-    #[arg(short = 'c', long = "check", default_value_t = 1)]
+    /// Checked runs per measurement: 0 disables the correctness check (at most 1000000)
+    #[arg(short = 'c', long = "check", default_value_t = 1, value_parser = iterations(0))]
     pub check: u32,
-    /// Capture the timed loop in a CUDA graph and launch it N times (0 = off)
-    #[arg(short = 'G', long = "cudagraph", default_value_t = 0)]
+    /// Capture the timed loop in a CUDA graph and launch it N times (0 = off; at most 1000000)
+    #[arg(short = 'G', long = "cudagraph", default_value_t = 0, value_parser = iterations(0))]
     pub cudagraph: u32,
     /// Time reduced over ranks: 0 rank 0, 1 average, 2 minimum, 3 maximum
     #[arg(short = 'a', long = "average", default_value_t = 1)]
@@ -205,9 +215,6 @@ impl Common {
         let local_ranks = a.nthreads.checked_mul(a.ngpus).filter(|&r| r <= 4096).ok_or_else(|| {
             Error::usage(format!("-t {} × -g {} ranks in one process", a.nthreads, a.ngpus), "use -t × -g ≤ 4096")
         })?;
-        if a.iters == 0 || a.run_cycles == 0 {
-            return Err(Error::usage("-n and -N must be at least 1", "e.g. -n 20 -N 1"));
-        }
         if a.average > 3 {
             return Err(Error::usage(format!("-a {} is not 0..3", a.average), "-a 0 rank 0, 1 average, 2 min, 3 max"));
         }

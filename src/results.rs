@@ -264,6 +264,11 @@ pub struct Row {
     pub background: Option<Background>,
 }
 
+/// Wrong elements over rows (saturating: counts may come from files).
+pub fn wrong_total<'a>(rows: impl IntoIterator<Item = &'a Row>) -> u64 {
+    rows.into_iter().filter_map(|r| r.wrong).fold(0, u64::saturating_add)
+}
+
 /// The background of an interference row: a collective on its own communicator and stream.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Background {

@@ -248,15 +248,15 @@ fn run_ceiling(
         rows.push(host.measure(&case, &s)?);
     }
     print!("{}", ceiling::table(&s, &rows));
-    let wrong: u64 = rows.iter().filter_map(|r| r.wrong).fold(0, u64::saturating_add);
+    let wrong = ginbench::results::wrong_total(&rows);
     if let Some(path) = json {
         let env = ginbench::environment::build(host.describe(), Default::default(), None);
         let command = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ");
         let config = serde_json::json!({ "gpus": n, "bytes": bytes, "iters": iters, "warmup": warmup, "ctas": ctas });
         let mut run = ginbench::results::Run::start("ceiling", &command, ginbench::results::now_rfc3339(), env, config);
         // The summary's wrong and failed counts; its mean busbw would mix patterns, so it stays 0.
-        let rows_wrong = rows.iter().filter(|r| r.wrong.is_some_and(|w| w > 0)).count() as u64;
-        run.finish(rows, ginbench::results::Summary { rows_wrong, ..Default::default() }, None);
+        let summary = ginbench::results::Summary { avg_busbw_gbps: 0.0, ..ginbench::results::Summary::of(&rows) };
+        run.finish(rows, summary, None);
         write_atomic(path, json::to_string(&run).as_bytes())?;
         println!("# Wrote JSON to {}", path.display());
     }

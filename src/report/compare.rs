@@ -11,7 +11,7 @@
 //! negative times and bandwidths) are bad input. Interference rows gate on `time_us`, which is
 //! the foreground's together time: what a training step waits for; their alone / together times
 //! and slowdowns (both sides) must be finite and above 0 as well, and the overlap in 0..1.
-use super::schema::{Row, Run, Status};
+use super::schema::{wrong_total, Row, Run, Status};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -217,11 +217,6 @@ fn ok_times(rows: &[&Row]) -> Vec<f64> {
     rows.iter().filter(|r| r.status == Status::Ok).filter_map(|r| r.time_us).collect()
 }
 
-/// Wrong elements over a group's cycles (saturating: counts come from files).
-fn wrong_total(rows: &[&Row]) -> u64 {
-    rows.iter().filter_map(|r| r.wrong).fold(0, u64::saturating_add)
-}
-
 fn busbw(rows: &[&Row]) -> Option<f64> {
     mean(&rows.iter().filter(|r| r.status == Status::Ok).filter_map(|r| r.busbw_gbps).collect::<Vec<_>>())
 }
@@ -295,7 +290,7 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
             });
             continue;
         };
-        let wrong = wrong_total(c);
+        let wrong = wrong_total(c.iter().copied());
         let c_times = ok_times(c);
         let c_not_ok = c.iter().filter(|r| r.status != Status::Ok).count();
         let mut finding = f(Verdict::Unchanged, String::new());
@@ -353,7 +348,7 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
     }
     for (k, c) in &cg {
         if !bg.contains_key(k) {
-            let wrong = wrong_total(c);
+            let wrong = wrong_total(c.iter().copied());
             let ran = !ok_times(c).is_empty();
             findings.push(Finding {
                 key: k.clone(),

@@ -70,10 +70,20 @@ impl From<std::io::Error> for Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// Print `prog: error: ...` on one line and exit with the error's code.
+/// Print `prog: error: ...` on one line and exit with the error's code. Only the first thread to
+/// fail reports: see [`exiting`].
 pub fn die(prog: &str, e: &Error) -> ! {
+    let _reporting = exiting();
     eprintln!("{prog}: error: {e}");
     std::process::exit(e.exit as i32)
+}
+
+/// Taken by the thread that reports the process's failure and held until the process exits, so
+/// that threads failing meanwhile (every rank hitting the same error, ranks torn down by the
+/// exit or an abort) wait instead of adding lines of their own: a failure is one line.
+pub fn exiting() -> std::sync::MutexGuard<'static, ()> {
+    static REPORTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    REPORTER.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The process's arguments, refusing (not panicking on) one that is not UTF-8.

@@ -177,22 +177,30 @@ pub fn record_granted(boot: &dyn Bootstrap, config: &mut serde_json::Value, at: 
     granted[name] = fewest.min(before).into();
 }
 
-/// `--emulate-nodes N` on the command line: at least one node, and given whenever an `-emu` impl
-/// is named (`-D all` runs them only where it is given).
-pub fn check_emulate_nodes(nodes: Option<usize>, impls_all: bool, first_emu: Option<&str>) -> Result<()> {
-    if nodes == Some(0) {
-        return Err(Error::usage(
+/// `--emulate-nodes N` on the command line: at least one node; given whenever an `-emu` impl is
+/// named (`-D all` runs them only where it is given); and given only where something uses it: an
+/// `-emu` impl, or the loopback backend (whose processes become that many nodes to NCCL).
+pub fn check_emulate_nodes(
+    nodes: Option<usize>,
+    impls_all: bool,
+    first_emu: Option<&str>,
+    loopback: bool,
+) -> Result<()> {
+    match (nodes, impls_all, first_emu) {
+        (Some(0), ..) => Err(Error::usage(
             "--emulate-nodes 0: there must be at least one virtual node",
             "e.g. --emulate-nodes 2",
-        ));
-    }
-    if let (None, false, Some(name)) = (nodes, impls_all, first_emu) {
-        return Err(Error::usage(
+        )),
+        (None, false, Some(name)) => Err(Error::usage(
             format!("implementation '{name}' runs on virtual nodes"),
             "add --emulate-nodes N (N divides the number of ranks)",
-        ));
+        )),
+        (Some(n), false, None) if !loopback => Err(Error::usage(
+            format!("--emulate-nodes {n} splits the ranks for gin-emu / hybrid-emu (or, with --gin-backend loopback, for NCCL), and this run has neither"),
+            "drop it, or add an -emu impl to -D",
+        )),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// `--emulate-nodes N` once the ranks are known: N virtual nodes of equal size.
@@ -216,9 +224,13 @@ mod tests {
             .map(GinTransport::symbol);
         assert_eq!(symbols, ["gin", "hybrid", "gin_emu", "hybrid_emu"]);
         assert!(GinTransport::GinEmu.emulated() && !GinTransport::GinEmu.hybrid() && GinTransport::Hybrid.hybrid());
-        assert!(check_emulate_nodes(Some(0), true, None).is_err());
-        assert!(check_emulate_nodes(None, false, Some("gin-emu")).is_err());
-        assert!(check_emulate_nodes(None, true, Some("gin-emu")).is_ok());
+        assert!(check_emulate_nodes(Some(0), true, None, false).is_err());
+        assert!(check_emulate_nodes(None, false, Some("gin-emu"), false).is_err());
+        assert!(check_emulate_nodes(None, true, Some("gin-emu"), false).is_ok());
+        // Nothing would use the virtual nodes.
+        assert!(check_emulate_nodes(Some(2), false, None, false).is_err());
+        assert!(check_emulate_nodes(Some(2), false, None, true).is_ok());
+        assert!(check_emulate_nodes(Some(2), false, Some("hybrid-emu"), false).is_ok());
         assert!(check_nodes_divide(Some(3), 4).is_err());
         assert!(check_nodes_divide(Some(2), 4).is_ok() && check_nodes_divide(None, 3).is_ok());
     }

@@ -21,7 +21,7 @@ fn stderr(o: &Output) -> String {
 #[test]
 fn bad_input_is_one_line_and_exit_6() {
     for (args, needle) in [
-        (vec!["-b", "2G", "-e", "1G"], "larger than maximum"),
+        (vec!["-b", "2G", "-e", "1G"], "is larger than -e 1073741824"),
         (vec!["-f", "0"], "step factor -f is 0"),
         (vec!["-e", "4Q"], "unknown size suffix 'Q'"),
         (vec!["-D", "teleport"], "unknown implementation 'teleport'"),
@@ -48,6 +48,14 @@ fn bad_input_is_one_line_and_exit_6() {
         (vec!["-J", "x.json", "--csv", "x.json"], "-J and --csv both name x.json"),
         (vec!["-J", "/dev/null"], "not a regular file"),
         (vec!["--csv", "-"], "CSV is written to a file"),
+        // A sweep whose point count overflowed: a panic in debug builds, unbounded in release.
+        (vec!["-b", "0", "-e", "18446744073709551615", "-f", "1", "-i", "1"], "points (at most 10000)"),
+        (vec!["-m", "1000001"], "--agg_iters"),
+        // Flags nothing in the run would use.
+        (vec!["--require-gin", "-D", "host"], "--require-gin applies to the impls on NCCL's GIN"),
+        (vec!["-g", "2", "--emulate-nodes", "2", "-D", "host"], "this run has neither"),
+        // A file name the results could never be written under, found before the run.
+        (vec!["-J", &"x".repeat(300)], "the file name is over the 255 bytes"),
     ] {
         let o = run(A2A, &args, &[]);
         let e = stderr(&o);

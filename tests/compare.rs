@@ -421,6 +421,8 @@ fn the_command_refuses_empty_failed_and_impossible_files() {
         (vec!["--json".as_ref(), same.as_os_str(), "--junit".as_ref(), same.as_os_str()], "both name"),
         (vec!["--junit".as_ref(), "/dev/null".as_ref()], "not a regular file"),
         (vec!["--json".as_ref(), good.as_os_str()], "--json and the baseline both name"),
+        // Not stdout, and not a file named `-` either.
+        (vec!["--json".as_ref(), "-".as_ref()], "--json writes a file, not stdout"),
     ] {
         let o = Command::new(gb).arg("compare").args([&good, &good]).args(&extra).output().unwrap();
         let e = String::from_utf8_lossy(&o.stderr);

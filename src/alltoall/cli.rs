@@ -1,6 +1,6 @@
 //! `alltoall_perf` command line: nccl-tests flags with their meanings, plus ginbench's own.
 use super::registry::{self, ImplInfo};
-use crate::driver::cli::{flag01, help_footer, CommonArgs, GinArgs, VERSION};
+use crate::driver::cli::{flag01, help_footer, iterations, Asked, CommonArgs, GinArgs, VERSION};
 use crate::driver::Common;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
@@ -34,8 +34,8 @@ pub struct Args {
     /// Multiplicative size step (1 = use -i)
     #[arg(short = 'f', long = "stepfactor", default_value_t = 1)]
     pub stepfactor: u64,
-    /// Operations aggregated per iteration (one NCCL group for the host impl)
-    #[arg(short = 'm', long = "agg_iters", default_value_t = 1)]
+    /// Operations aggregated per iteration (one NCCL group for the host impl; 1..=1000000)
+    #[arg(short = 'm', long = "agg_iters", default_value_t = 1, value_parser = iterations(1))]
     pub agg_iters: u32,
     /// Datatype: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16
     #[arg(short = 'd', long = "datatype", default_value = "float")]
@@ -81,17 +81,18 @@ impl Config {
         let step = sizes::parse_size(&a.stepbytes)?;
         let sweep = sizes::sweep(min, max, a.stepfactor, step, "-i 1M")?;
         let impls = registry::resolve(&a.implementation)?;
-        let first_emu = impls.iter().find(|i| i.emulated()).map(|i| i.name);
-        let common = Common::from_args(&a.common, first_emu, a.implementation.trim() == "all", command)?;
-        if a.agg_iters == 0 {
-            return Err(Error::usage("-m must be at least 1", "e.g. -m 1"));
-        }
+        let asked = Asked {
+            first_emu: impls.iter().find(|i| i.emulated()).map(|i| i.name),
+            all: a.implementation.trim() == "all",
+            real_gin: impls.iter().any(|i| i.real_gin()),
+        };
+        let common = Common::from_args(&a.common, asked, command)?;
         registry::check_registration(a.local_register, &impls)?;
         let blocking = flag01(a.blocking, "-z")?;
         if blocking && common.graph_launches > 0 {
             return Err(Error::usage("-z 1 cannot be combined with -G", "drop one of them"));
         }
-        let gin = a.gin.request(impls.iter().any(|i| i.real_gin()))?;
+        let gin = a.gin.request(asked.real_gin)?;
         let profile_size = a.common.profile_size.as_deref().map(sizes::parse_size).transpose()?;
         if let Some(p) = profile_size {
             if !sweep.contains(&p) {
@@ -184,7 +185,7 @@ mod tests {
     #[test]
     fn bad_input_is_a_usage_error() {
         for (args, needle) in [
-            (vec!["-b", "2G", "-e", "1G"], "larger than maximum"),
+            (vec!["-b", "2G", "-e", "1G"], "is larger than -e 1073741824"),
             (vec!["-f", "0"], "step factor -f is 0"),
             (vec!["-b", "8X"], "unknown size suffix 'X'"),
             (vec!["-D", "warp-drive"], "unknown implementation 'warp-drive'"),

@@ -128,6 +128,17 @@ pub(crate) use gin_flags;
 
 gin_flags!(GinArgs, "gin", "the device communicators of gin / hybrid");
 
+/// What a run's `-D` asks for, as far as the shared flags depend on it.
+#[derive(Debug, Clone, Copy)]
+pub struct Asked<'a> {
+    /// The first `-emu` impl it names.
+    pub first_emu: Option<&'a str>,
+    /// `-D all`: every impl, each skipped where it cannot run.
+    pub all: bool,
+    /// Some impl on NCCL's GIN (gin, hybrid).
+    pub real_gin: bool,
+}
+
 /// The shared settings, validated.
 #[derive(Debug, Clone)]
 pub struct Common {
@@ -207,8 +218,8 @@ pub fn resolve_impls<T>(
 }
 
 impl Common {
-    /// Validate the shared flags; `emulated` names the first `-emu` impl asked for by name.
-    pub fn from_args(a: &CommonArgs, emulated: Option<&str>, impls_all: bool, command: String) -> Result<Common> {
+    /// Validate the shared flags against what `-D` asked for.
+    pub fn from_args(a: &CommonArgs, asked: Asked, command: String) -> Result<Common> {
         if a.nthreads == 0 || a.ngpus == 0 {
             return Err(Error::usage("-t and -g must be at least 1", "e.g. -t 1 -g 4"));
         }
@@ -223,13 +234,26 @@ impl Common {
         }
         let per_iter = flag01(a.per_iter_timing, "-I")?;
         let ranks = launcher_world_size().or((!crate::bootstrap::launched_by_mpi()).then_some(local_ranks));
+        if ranks == Some(0) {
+            return Err(Error::env(
+                "the MPI launcher says the job has 0 ranks",
+                "check its environment (OMPI_COMM_WORLD_SIZE, PMIX_SIZE, PMI_SIZE or SLURM_NTASKS)",
+            ));
+        }
         if crate::bootstrap::launched_by_mpi() && local_ranks != 1 {
             return Err(Error::usage(
                 "under mpirun / srun each process is one rank",
                 "drop -t / -g and start one process per GPU (mpirun -np <GPUs>)",
             ));
         }
-        crate::gin_transport::check_emulate_nodes(a.emulate_nodes, impls_all, emulated)?;
+        let loopback = a.gin_backend == crate::gin_backend::Backend::Loopback;
+        crate::gin_transport::check_emulate_nodes(a.emulate_nodes, asked.all, asked.first_emu, loopback)?;
+        if a.require_gin && !asked.real_gin {
+            return Err(Error::usage(
+                "--require-gin applies to the impls on NCCL's GIN (gin, hybrid), and this run has none",
+                "drop it, or add gin / hybrid to -D",
+            ));
+        }
         if let Some(n) = ranks {
             crate::gin_transport::check_nodes_divide(a.emulate_nodes, n)?;
         }
@@ -300,6 +324,11 @@ pub fn launcher_rank() -> Option<(usize, usize)> {
 /// the results atomically would replace). A symbolic link is written through to its target.
 pub fn check_writable(path: &Path, flag: &str) -> Result<()> {
     let shown = path.display();
+    // `-` is stdout only for the benchmarks' -J (handled before this); elsewhere it would quietly
+    // become a file named `-`.
+    if path == Path::new("-") {
+        return Err(Error::usage(format!("{flag} - : {flag} writes a file, not stdout"), "name a file"));
+    }
     if path.as_os_str().to_string_lossy().ends_with('/') || path.is_dir() {
         return Err(Error::usage(format!("{flag} {shown} names a folder"), "give a file name"));
     }
@@ -318,8 +347,17 @@ pub fn check_writable(path: &Path, flag: &str) -> Result<()> {
             "create the folder first, or write somewhere else",
         ));
     }
-    let probe = dir.join(format!(".ginbench-probe-{}", std::process::id()));
-    std::fs::File::create(&probe).map_err(|e| {
+    // The name itself: a file name over the folder's limit would pass the folder probe and fail
+    // only when the results are written, after the run.
+    // Linux's NAME_MAX: the longest name its usual file systems take.
+    const NAME_MAX: usize = 255;
+    if target.file_name().is_some_and(|n| n.len() > NAME_MAX) {
+        return Err(Error::usage(
+            format!("{flag} {shown}: the file name is over the {NAME_MAX} bytes a name may have"),
+            "give a shorter file name",
+        ));
+    }
+    let (probe, _) = crate::report::temp_file(dir).map_err(|e| {
         Error::usage(format!("{flag} {shown}: cannot write in {}: {e}", dir.display()), "choose a writable folder")
     })?;
     let _ = std::fs::remove_file(&probe);
@@ -356,6 +394,8 @@ mod tests {
         assert!(e.msg.contains("names a folder"), "{e}");
         let e = check_writable(Path::new("x.json/"), "-J").unwrap_err();
         assert!(e.msg.contains("names a folder"), "{e}");
+        let e = check_writable(Path::new("-"), "--junit").unwrap_err();
+        assert!(e.msg.contains("writes a file, not stdout"), "{e}");
         let e = check_writable(Path::new("/dev/null"), "-J").unwrap_err();
         assert!(e.msg.contains("not a regular file"), "{e}");
         let e = check_distinct((Path::new("a.json"), "-J"), (Path::new("a.json"), "--csv")).unwrap_err();
@@ -364,5 +404,8 @@ mod tests {
         let (a, b) = (dir.join("ginbench-same.json"), dir.join(".").join("ginbench-same.json"));
         assert!(check_distinct((&a, "-J"), (&b, "--csv")).is_err());
         assert!(check_distinct((Path::new("a.json"), "-J"), (Path::new("a.csv"), "--csv")).is_ok());
+        let e = check_writable(&dir.join("x".repeat(300)), "-J").unwrap_err();
+        assert!(e.msg.contains("the file name is over the 255 bytes"), "{e}");
+        assert!(check_writable(&dir.join("x".repeat(255)), "-J").is_ok());
     }
 }

@@ -3,7 +3,7 @@ use super::metrics::Mode;
 use super::registry::{self, EpImplInfo};
 use super::routing::{Generator, RoutingSpec};
 use super::shape::{self, Payload, Shape};
-use crate::driver::cli::{help_footer, list, CommonArgs, GinArgs, VERSION};
+use crate::driver::cli::{help_footer, list, Asked, CommonArgs, GinArgs, VERSION};
 use crate::driver::Common;
 use crate::error::{Error, Result};
 use crate::gin_transport::GinRequest;
@@ -67,7 +67,7 @@ pub struct Args {
     /// Routing: uniform, hot:RATIO, zipf:S, group-limited:GROUPS:KEEP
     #[arg(long = "routing", default_value = "uniform")]
     pub routing: String,
-    /// Top-k entries per rank set to -1 (dropped)
+    /// Distinct top-k entries per rank set to -1 (dropped; fewer than tokens × top-k)
     #[arg(long = "masked", default_value_t = 0)]
     pub masked: usize,
     /// Routing seed
@@ -121,10 +121,14 @@ impl Config {
         let gen = Generator::parse(&a.routing)?;
         gen.validate(shape.experts, shape.topk)?;
         let impls = registry::resolve(&a.implementation)?;
-        let first_emu = impls.iter().find(|i| i.emulated()).map(|i| i.name);
-        let common = Common::from_args(&a.common, first_emu, a.implementation.trim() == "all", command)?;
+        let asked = Asked {
+            first_emu: impls.iter().find(|i| i.emulated()).map(|i| i.name),
+            all: a.implementation.trim() == "all",
+            real_gin: impls.iter().any(|i| i.real_gin()),
+        };
+        let common = Common::from_args(&a.common, asked, command)?;
         shape.validate(common.ranks.unwrap_or(0))?;
-        let gin = a.gin.request(impls.iter().any(|i| i.real_gin()))?;
+        let gin = a.gin.request(asked.real_gin)?;
         let mut cfg = Config {
             ctas: if common.ctas == 0 { DEFAULT_CTAS } else { common.ctas },
             common,
@@ -142,10 +146,10 @@ impl Config {
         };
         let swept: Vec<usize> = cfg.modes.iter().flat_map(|&m| cfg.tokens_for(m)).collect();
         let fewest = swept.iter().copied().min().unwrap_or(1);
-        if a.masked > fewest * shape.topk {
+        if a.masked >= fewest * shape.topk {
             return Err(Error::usage(
                 format!(
-                    "--masked {} is more than the {} top-k entries of {fewest} tokens per rank",
+                    "--masked {} leaves none of the {} top-k entries of {fewest} tokens per rank",
                     a.masked,
                     fewest * shape.topk
                 ),
@@ -230,7 +234,7 @@ mod tests {
             (vec!["--topk", "0"], "--topk 0"),
             (vec!["-b", "0"], "tokens per rank"),
             (vec!["-b", "70000"], "tokens per rank"),
-            (vec!["-b", "64", "-e", "32"], "larger than maximum"),
+            (vec!["-b", "64", "-e", "32"], "-b 64 is larger than -e 32"),
             (vec!["-d", "fp4"], "unknown dispatch dtype"),
             (vec!["--routing", "hot"], "bad routing"),
             (vec!["--routing", "group-limited:7:1"], "does not fit"),
@@ -248,7 +252,8 @@ mod tests {
             (vec!["-D", "gin-emu", "--emulate-nodes", "3", "-g", "4"], "--emulate-nodes 3 does not divide"),
             (vec!["-f", "0"], "step factor -f is 0"),
             (vec!["-b", "1", "-e", "8", "-f", "1", "-i", "0"], "the sweep never advances"),
-            (vec!["--masked", "2000", "--mode", "ll"], "--masked 2000 is more than"),
+            (vec!["--masked", "2000", "--mode", "ll"], "--masked 2000 leaves none of the 1024"),
+            (vec!["--masked", "1024", "--mode", "ll"], "--masked 1024 leaves none of the 1024"),
             (vec!["-n", "-1"], "--iters"),
             (vec!["-J", "/nonexistent/dir/x.json"], "does not exist"),
             (vec!["--profile-size", "77"], "not one of the sweep"),

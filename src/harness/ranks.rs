@@ -81,13 +81,19 @@ where
                     // Rank 0 has written what it has; the other ranks may be stuck: stop here.
                     Err(e) if rank == 0 => die(prog, &e),
                     // Another rank failing would leave the rest waiting in a collective: stop
-                    // the process.
+                    // the process, once rank 0 has written what it has.
                     Err(e) => {
-                        eprintln!("{prog}: error: rank {rank}: {e}");
                         let t0 = std::time::Instant::now();
-                        while !rank0_done.load(Ordering::SeqCst) && t0.elapsed().as_secs() < 10 {
-                            std::thread::sleep(std::time::Duration::from_millis(50));
-                        }
+                        let wait_rank0 = |secs| {
+                            while !rank0_done.load(Ordering::SeqCst) && t0.elapsed().as_secs_f64() < secs {
+                                std::thread::sleep(std::time::Duration::from_millis(50));
+                            }
+                        };
+                        // An error every rank meets is reported once, by rank 0.
+                        wait_rank0(1.0);
+                        let _reporting = crate::error::exiting();
+                        eprintln!("{prog}: error: rank {rank}: {e}");
+                        wait_rank0(10.0);
                         std::process::exit(e.exit as i32)
                     }
                 }

@@ -27,6 +27,7 @@ pub fn start(prog: &'static str, timeout_s: u64) {
         std::thread::sleep(Duration::from_millis(100));
         let idle = now_ms().saturating_sub(LAST_BEAT_MS.load(Ordering::Relaxed));
         if idle > limit {
+            let _reporting = crate::error::exiting();
             eprintln!(
                 "{prog}: error: timeout: no progress for {timeout_s} s; aborting NCCL communicators (fix: raise -T, or look for a stuck rank or GPU)"
             );

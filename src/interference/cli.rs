@@ -2,9 +2,10 @@
 //! `ep_perf` configuration, resolved through their registries), the background (a collective
 //! and an nccl-tests-style size sweep), the EP × DP layout and each communicator's isolation
 //! knobs.
+use super::background;
 use super::layout::Layout;
 use crate::alltoall::registry::{self as a2a, ImplInfo};
-use crate::driver::cli::{gin_flags, help_footer, list, CommonArgs, VERSION};
+use crate::driver::cli::{gin_flags, help_footer, list, Asked, CommonArgs, VERSION};
 use crate::driver::Common;
 use crate::dtype::Dtype;
 use crate::ep::metrics::Mode;
@@ -75,7 +76,7 @@ impl BgOp {
 }
 
 #[derive(Parser, Debug, Clone)]
-#[command(name = "interference_perf", version = VERSION, disable_version_flag = true, about = "A foreground EP or alltoall operation against a concurrent background collective on another communicator: alone, together, slowdown", after_help = help_footer(AFTER_HELP), args_override_self = true, allow_negative_numbers = true)]
+#[command(name = "interference_perf", version = VERSION, disable_version_flag = true, about = "A foreground EP or alltoall operation against a concurrent background collective on another communicator: alone, together, slowdown", after_help = help_footer(AFTER_HELP), args_override_self = true, allow_negative_numbers = true, mut_arg("cudagraph", |a| a.hide(true)))]
 pub struct Args {
     #[command(flatten)]
     pub common: CommonArgs,
@@ -281,10 +282,17 @@ impl Args {
         // (whether this run ignores the flags, each flag and whether it was given, why, the choice
         // that would use them)
         type Flags<'a> = &'a [(&'a str, bool)];
-        let rules: [(bool, Flags, &str, &str); 3] = [
+        let dp_knobs = [("--dp-* flags", self.dp_knobs.spec().is_ok_and(|s| s != CommSpec::default()))];
+        let rules: [(bool, Flags, &str, &str); 4] = [
             (self.fg == FgKind::Alltoall, &ep_shape, "shapes the EP foreground; this run's is alltoall", "--fg ep"),
             (self.fg == FgKind::Ep, &alltoall, "sets the alltoall foreground; this run's is ep", "--fg alltoall"),
             (self.bg == BgOp::None, &bg_sizes, "sets background sizes; --bg none has none", "--bg allreduce"),
+            (
+                self.bg == BgOp::None,
+                &dp_knobs,
+                "shape the background's communicator; --bg none has none",
+                "--bg allreduce",
+            ),
         ];
         for (applies, flags, why, other) in rules {
             if let Some((flag, _)) = flags.iter().find(|f| applies && f.1) {
@@ -331,7 +339,8 @@ impl Config {
                 (fg, emu, a.implementation.trim() == "all")
             }
         };
-        let common = Common::from_args(&a.common, first_emu, all, command)?;
+        let asked = Asked { first_emu, all, real_gin: !fg.real_gin_impls().is_empty() };
+        let common = Common::from_args(&a.common, asked, command)?;
         if common.graph_launches > 0 {
             return Err(Error::usage(
                 "-G is not offered by interference_perf",
@@ -345,10 +354,12 @@ impl Config {
                 let max = sizes::parse_size(a.maxbytes.as_deref().unwrap_or("1G"))?;
                 let step = sizes::parse_size(a.stepbytes.as_deref().unwrap_or("1M"))?;
                 let sweep = sizes::sweep(min, max, a.stepfactor.unwrap_or(4), step, "-i 1M")?;
-                if sweep.contains(&0) {
+                // The all-reduce is of floats: a size that is not whole floats would be timed and
+                // reported as bytes it never moved.
+                if let Some(s) = sweep.iter().find(|&&s| s == 0 || !s.is_multiple_of(background::ELT)) {
                     return Err(Error::usage(
-                        "background size 0",
-                        "use --bg none for no background, or -b of at least 4",
+                        format!("background size {s} is not a whole number of floats (4 bytes)"),
+                        "use -b, -e and -i in multiples of 4 (--bg none for no background)",
                     ));
                 }
                 if max > MAX_BYTES {
@@ -357,7 +368,7 @@ impl Config {
                 sweep
             }
         };
-        let layout = common.ranks.map(|n| Layout::new(n, a.ep, a.dp)).transpose()?;
+        let layout = common.ranks.map(|n| layout(n, a.ep, a.dp, common.emulate_nodes)).transpose()?;
         if let (Foreground::Ep { shape, .. }, Some(l)) = (&fg, &layout) {
             shape.validate(l.ep)?;
         }
@@ -375,7 +386,7 @@ impl Config {
                 ));
             }
         }
-        let ep_comm = CommSpec { gin: Some(a.ep_gin.request(!fg.real_gin_impls().is_empty())?), ..a.ep_knobs.spec()? };
+        let ep_comm = CommSpec { gin: Some(a.ep_gin.request(asked.real_gin)?), ..a.ep_knobs.spec()? };
         Ok(Config {
             common,
             fg,
@@ -393,7 +404,20 @@ impl Config {
 
     /// The layout for `ranks` (validated up front when the rank count was known).
     pub fn layout_for(&self, ranks: usize) -> Result<Layout> {
-        Layout::new(ranks, self.ep, self.dp)
+        layout(ranks, self.ep, self.dp, self.common.emulate_nodes)
+    }
+}
+
+/// The EP × DP layout of `ranks`, with `--emulate-nodes` splitting each EP group (the foreground's
+/// communicator, where the emulated transports run) into equal virtual nodes.
+fn layout(ranks: usize, ep: Option<usize>, dp: Option<usize>, nodes: Option<usize>) -> Result<Layout> {
+    let l = Layout::new(ranks, ep, dp)?;
+    match nodes {
+        Some(n) if !l.ep.is_multiple_of(n) => Err(Error::usage(
+            format!("--emulate-nodes {n} does not divide an EP group of {} ranks into equal virtual nodes", l.ep),
+            "use a divisor of --ep",
+        )),
+        _ => Ok(l),
     }
 }
 
@@ -522,9 +546,19 @@ mod tests {
             (vec!["-d", "fp4"], "unknown dispatch dtype"),
             (vec!["--experts", "7", "--topk", "2", "-g", "4"], "does not divide over 4 ranks"),
             (vec!["-g", "4", "--ep", "2", "--experts", "5", "--topk", "2"], "does not divide over 2 ranks"),
-            (vec!["-b", "2G", "-e", "1G"], "larger than maximum"),
+            (vec!["-b", "2G", "-e", "1G"], "-b 2147483648 is larger than -e 1073741824"),
             (vec!["-f", "0"], "step factor -f is 0"),
-            (vec!["-b", "0", "-e", "0", "-f", "1"], "background size 0"),
+            (vec!["-b", "0", "-e", "0", "-f", "1"], "background size 0 is not a whole number of floats"),
+            (vec!["-b", "1", "-e", "1"], "background size 1 is not a whole number of floats"),
+            (vec!["-b", "4", "-e", "12", "-f", "1", "-i", "6"], "background size 10 is not a whole number"),
+            (
+                vec!["--bg", "none", "--dp-max-ctas", "8"],
+                "--dp-* flags shape the background's communicator; --bg none has none",
+            ),
+            (
+                vec!["-g", "2", "--ep", "1", "--emulate-nodes", "2", "-D", "hybrid-emu", "--bg", "none"],
+                "does not divide an EP group of 1 ranks",
+            ),
             (vec!["-G", "1"], "-G is not offered"),
             (vec!["--dp-max-ctas", "0"], "--dp-max-ctas 0"),
             (vec!["--ep-min-ctas", "9", "--ep-max-ctas", "8"], "is above"),

@@ -19,11 +19,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if path.exists() && !path.is_file() {
         return Err(std::io::Error::other("exists and is not a regular file"));
     }
-    let dir = folder_of(path);
-    let name = path.file_name().ok_or_else(|| std::io::Error::other("no file name"))?;
-    let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
+    let (tmp, mut f) = temp_file(folder_of(path))?;
     let res = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
@@ -32,6 +29,22 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     res
+}
+
+/// A new file of its own in `dir` (the temporary of an atomic write, or a probe that the folder
+/// takes files). Created exclusively, so a file or symbolic link already under the name (left
+/// by a crash, or planted) is never written through; the name does not carry the target's, so a
+/// target name of any legal length leaves room for it.
+pub fn temp_file(dir: &Path) -> std::io::Result<(std::path::PathBuf, std::fs::File)> {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    loop {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = dir.join(format!(".ginbench-{}-{n}.tmp", std::process::id()));
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => continue,
+            r => return r.map(|f| (tmp, f)),
+        }
+    }
 }
 
 /// The file a path names: a symbolic link's target, followed link by link (so that writing
@@ -112,6 +125,23 @@ mod tests {
         assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
         assert_eq!(std::fs::read_to_string(dir.join("target.json")).unwrap(), "{}");
         assert!(same_file(&link, &dir.join("target.json")));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn files_already_under_a_temporary_name_are_never_written_through() {
+        let dir = std::env::temp_dir().join(format!("ginbench-planted-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        // Links planted under the temporary names this process would take next.
+        for n in 0..200 {
+            let tmp = dir.join(format!(".ginbench-{}-{n}.tmp", std::process::id()));
+            std::os::unix::fs::symlink(&victim, tmp).unwrap();
+        }
+        write_atomic(&dir.join("out.json"), b"{}").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert_eq!(std::fs::read_to_string(dir.join("out.json")).unwrap(), "{}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -69,6 +69,38 @@ impl Run {
         }
     }
 
+    /// The dispatch dtype of each row: its own dtype, and for a combine that of the dispatch it
+    /// followed (ep_perf and interference_perf write each combine right after its dispatch: same
+    /// impl, mode, tokens, cycle and background). A combine's own dtype is always bf16, so this
+    /// is what tells the combine after an FP8 dispatch from the one after a BF16 dispatch.
+    pub fn dispatch_dtypes(&self) -> Vec<&str> {
+        type At<'a> = (&'a str, Option<&'a str>, Option<u64>, u32, Option<u64>);
+        let mut last: std::collections::HashMap<At, &str> = Default::default();
+        self.rows
+            .iter()
+            .map(|r| {
+                let at = (
+                    r.impl_name.as_str(),
+                    r.mode.as_deref(),
+                    r.tokens,
+                    r.cycle,
+                    r.background.as_ref().map(|b| b.size_bytes),
+                );
+                if r.phase.as_deref() == Some("combine") {
+                    last.get(&at).copied().unwrap_or(&r.dtype)
+                } else {
+                    last.insert(at, &r.dtype);
+                    &r.dtype
+                }
+            })
+            .collect()
+    }
+
+    /// The error that ended the run early, if any.
+    pub fn error(&self) -> Option<&str> {
+        self.config.get("error").and_then(|e| e.as_str())
+    }
+
     /// The run's end: its rows and summary, the time, and the error that ended it (in
     /// `config.error`), if any.
     pub fn finish(&mut self, rows: Vec<Row>, summary: Summary, error: Option<String>) {

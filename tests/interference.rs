@@ -110,6 +110,15 @@ fn the_gate_keys_by_background_and_compares_together_times() {
     wrong.rows[0].wrong = Some(3);
     wrong.rows[0].background.as_mut().unwrap().wrong = Some(3);
     assert_eq!(compare::compare(&base, &wrong, 0.05).unwrap().findings[0].verdict, Verdict::Wrong);
+    // A background that covered less of the foreground than the baseline's measured less
+    // interference: its faster together time is no improvement.
+    let mut thin = base.clone();
+    let r = &mut thin.rows[0];
+    (r.overlap, r.together_us, r.time_us) = (Some(0.02), Some(121.0), Some(121.0));
+    let o = compare::compare(&base, &thin, 0.05).unwrap();
+    assert!(!o.passed);
+    assert_eq!(o.findings[0].verdict, Verdict::OverlapLost);
+    assert!(o.findings[0].detail.contains("covered 2.0% of the foreground's window, the baseline's 100.0%"));
 }
 
 #[test]
@@ -123,6 +132,9 @@ fn impossible_interference_values_are_bad_input() {
         ("overlap", Box::new(|r| r.overlap = Some(1.5))),
         ("background.slowdown", Box::new(|r| r.background.as_mut().unwrap().slowdown = Some(-1.0))),
         ("background.alone_us", Box::new(|r| r.background.as_mut().unwrap().alone_us = Some(0.0))),
+        // Rows interference_perf would not write.
+        ("time_us", Box::new(|r| r.time_us = r.alone_us)),
+        ("background.wrong", Box::new(|r| r.background.as_mut().unwrap().wrong = Some(7))),
         (
             "background.busbw_together_gbps",
             Box::new(|r| r.background.as_mut().unwrap().busbw_together_gbps = Some(0.0)),

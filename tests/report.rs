@@ -39,6 +39,24 @@ fn two_clusters_side_by_side() {
         let svg = std::fs::read_to_string(dir.join(f)).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("<polyline") && svg.contains(">\nib\n<"), "{f}");
     }
+    // A label with a `|` stays in its cell; settings that change the numbers are named.
+    let mut graphs = run("NVIDIA H200", GinKind::Gdaki, 2.0);
+    graphs.config = serde_json::json!({"cudagraph": 1});
+    let piped = vec![
+        Labeled { label: "efa|a".into(), run: run("NVIDIA H200", GinKind::Proxy, 1.0) },
+        Labeled { label: "ib".into(), run: graphs },
+    ];
+    let piped_dir = dir.join("piped");
+    sidebyside::write(&piped, &piped_dir).unwrap();
+    let md = std::fs::read_to_string(piped_dir.join("report.md")).unwrap();
+    assert!(md.contains("| size (B) | efa\\|a busbw | ib busbw | ib / efa\\|a |"), "{md}");
+    assert!(md.contains("cudagraph: - -> 1"), "{md}");
+    // Nothing is written where a page cannot be: no chart replaced beside an old page.
+    let blocked = dir.join("blocked");
+    std::fs::create_dir_all(blocked.join("report.html")).unwrap();
+    let e = sidebyside::write(&runs, &blocked).unwrap_err();
+    assert!(e.contains("report.html: exists in") && e.contains("is not a regular file"), "{e}");
+    assert_eq!(std::fs::read_dir(&blocked).unwrap().count(), 1, "only the folder in the way");
     // A run of another benchmark is refused, not mixed in.
     let mut ep = run("NVIDIA H200", GinKind::None, 1.0);
     ep.benchmark = "ep".into();
@@ -107,13 +125,28 @@ fn impossible_or_unplottable_values_are_bad_input_not_a_hang() {
             assert!(e.contains(n), "{n}: {e}");
         }
     }
-    // the plot itself refuses a range it cannot compute, rather than looping
-    let svg = dir.join("direct.svg");
-    for (y, log_y) in [(1e308, true), (1e308, false), (f64::MAX, false), (1e-310, true)] {
+    // the plot itself refuses a range it cannot compute, rather than looping: a log axis from
+    // 1e-160 to 1e160 spans more than f64 holds, and its tick loop never ended
+    for (y, log_y) in [(1e308, true), (1e308, false), (f64::MAX, false), (1e-310, true), (1e160, true), (1e-160, true)]
+    {
         let s = [plots::Series { label: "a".into(), points: vec![(1024.0, y), (2048.0, 1.0)] }];
-        let e = plots::line_chart(&svg, "t", plots::XAxis::Bytes, "y", &s, log_y).unwrap_err();
+        let e = plots::line_chart("direct.svg", "t", plots::XAxis::Bytes, "y", &s, log_y).unwrap_err();
         assert!(e.contains("cannot be plotted"), "{e}");
     }
+    // the widest span it takes is drawn, promptly
+    let mut wide = run("NVIDIA H200", GinKind::None, 1.0);
+    for (i, r) in wide.rows.iter_mut().enumerate() {
+        r.time_us = Some(if i % 2 == 0 { 1e-100 } else { 1e100 });
+    }
+    let p = dir.join("wide.json");
+    json::write(&p, &wide).unwrap();
+    let out = dir.join("wide");
+    let o = common::output_within(
+        gb,
+        &["report".as_ref(), p.as_os_str(), "-o".as_ref(), out.as_os_str()],
+        std::time::Duration::from_secs(20),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     // the library refuses NaN too (JSON cannot carry it, a caller can)
     let mut nan = run("NVIDIA H200", GinKind::None, 1.0);
     nan.rows[0].time_us = Some(f64::NAN);

@@ -27,9 +27,10 @@ enum Cmd {
     /// other and reports its rank, host and local rank. No GPU needed.
     MpiCheck,
     /// Regression gate: compare a candidate results file with a baseline. Exit 0 pass,
-    /// 1 regression (or a row missing, newly skipped / failed, wrong data), 2 bad input
-    /// (unreadable or foreign files, NaN / infinite / zero / negative times or bandwidths, a
-    /// baseline with no ok row, or nothing compared).
+    /// 1 regression (or a row or cycle missing, newly skipped / failed, wrong data, unchecked, an
+    /// interference overlap lost, a candidate run that ended in error), 2 bad input (unreadable
+    /// or foreign files, NaN / infinite / zero / negative times or bandwidths, a baseline with no
+    /// ok row, nothing compared, or runs whose rank count or timing settings differ).
     Compare {
         baseline: PathBuf,
         candidate: PathBuf,

@@ -1,16 +1,22 @@
 //! The regression gate: compare a candidate run with a baseline, row by row.
 //!
-//! Rows match on (benchmark, impl, size, dtype, placement, mode, phase, tokens, and for
-//! interference rows the background's op and size); repeated
-//! measurements of one key (`-N` cycles) form a group. A regression is a candidate slower than the
-//! baseline by more than the threshold AND slower than the baseline's own spread: the slowest of
-//! its repeated runs, or its per-iteration p99 when it has one run. The gate fails closed: a
-//! baseline row missing from the candidate, newly skipped or failed, or any wrong element fails it;
-//! and a gate that compares nothing never passes: an empty baseline, one without an ok row, one
-//! whose rows match nothing that can be timed, and impossible values (NaN, infinite, zero or
-//! negative times and bandwidths) are bad input. Interference rows gate on `time_us`, which is
-//! the foreground's together time: what a training step waits for; their alone / together times
-//! and slowdowns (both sides) must be finite and above 0 as well, and the overlap in 0..1.
+//! Rows match on (benchmark, impl, size, dtype, placement, mode, phase, tokens, for a combine the
+//! dtype of the dispatch it followed, and for interference rows the background's op and size);
+//! repeated measurements of one key (`-N` cycles) form a group. A regression is a candidate slower
+//! than the baseline by more than the threshold AND slower than the baseline's slowest repeated
+//! run (with one run, the threshold alone decides). The gate fails closed: a baseline row or cycle
+//! missing from the candidate (or fewer of its rows in a cycle), newly skipped or failed, any wrong
+//! element, a check the baseline
+//! made and the candidate did not, an interference background that covered less of the foreground
+//! than the baseline's, and a candidate run that ended in error fail it. A gate that compares
+//! nothing never passes, and runs that cannot be set against each other are refused as bad input:
+//! an empty baseline, one without an ok row or that ended in error, rows whose keys match nothing
+//! that can be timed, more rows of a key in a cycle than the baseline has, another rank or host count, settings that change
+//! what a time means (CUDA graphs, -a, -C, -z, -m, -V, virtual nodes, routing, layout,
+//! communicator knobs), and impossible values (NaN, infinite, zero or negative times and
+//! bandwidths). Interference rows gate on `time_us`, which is the foreground's together time: what
+//! a training step waits for; their alone / together times and slowdowns (both sides) must be
+//! finite and above 0 as well, and the overlap in 0..1.
 use super::schema::{wrong_total, Row, Run, Status};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -23,6 +29,10 @@ pub enum Verdict {
     Missing,
     NewlySkipped,
     Wrong,
+    /// Checked in the baseline, not in the candidate.
+    Unchecked,
+    /// An interference row whose background covered less of the foreground than the baseline's.
+    OverlapLost,
     /// Does not.
     Improvement,
     Unchanged,
@@ -32,7 +42,15 @@ pub enum Verdict {
 
 impl Verdict {
     pub fn fails(self) -> bool {
-        matches!(self, Verdict::Regression | Verdict::Missing | Verdict::NewlySkipped | Verdict::Wrong)
+        matches!(
+            self,
+            Verdict::Regression
+                | Verdict::Missing
+                | Verdict::NewlySkipped
+                | Verdict::Wrong
+                | Verdict::Unchecked
+                | Verdict::OverlapLost
+        )
     }
 
     /// The verdict as the JSON output spells it (kebab-case).
@@ -42,6 +60,8 @@ impl Verdict {
             Verdict::Missing => "missing",
             Verdict::NewlySkipped => "newly-skipped",
             Verdict::Wrong => "wrong",
+            Verdict::Unchecked => "unchecked",
+            Verdict::OverlapLost => "overlap-lost",
             Verdict::Improvement => "improvement",
             Verdict::Unchanged => "unchanged",
             Verdict::New => "new",
@@ -70,8 +90,10 @@ pub struct Outcome {
     pub schema: &'static str,
     pub threshold: f64,
     pub passed: bool,
-    /// Environment differences worth knowing (NCCL, GPUs, ranks, GIN, network).
+    /// Environment differences worth knowing (NCCL, GPUs, GIN, network, driver).
     pub env_differences: Vec<String>,
+    /// The error that ended the candidate's run early: it fails the gate.
+    pub candidate_error: Option<String>,
     /// Worst first.
     pub findings: Vec<Finding>,
 }
@@ -157,6 +179,16 @@ pub fn check_values(run: &Run) -> Result<(), String> {
                 _ => {}
             }
         }
+        // interference_perf writes the foreground's together time as time_us, and counts the
+        // background's wrong elements in the row's: a file that does not is not one of its.
+        if let (Some(t), Some(together)) = (r.time_us, r.together_us) {
+            if t != together {
+                return bad("time_us", t, "an interference row's time_us is its together_us");
+            }
+        }
+        if let Some(w) = bg.and_then(|b| b.wrong).filter(|&w| w > r.wrong.unwrap_or(0)) {
+            return bad("background.wrong", w as f64, "the row's wrong count includes the background's");
+        }
         if bg.is_some_and(|b| b.ranks == 0 && b.op != "none") {
             return bad("background.ranks", 0.0, "a background runs on at least one rank");
         }
@@ -187,8 +219,11 @@ pub fn check_values(run: &Run) -> Result<(), String> {
     Ok(())
 }
 
-/// A baseline the gate can stand on: it has rows, and at least one of them ran.
+/// A baseline the gate can stand on: a whole run with rows, at least one of which ran.
 pub fn check_baseline(run: &Run) -> Result<(), String> {
+    if let Some(e) = run.error() {
+        return Err(format!("baseline run ended in error ({e}): record it again"));
+    }
     if run.rows.is_empty() {
         return Err("baseline has no rows: a gate that compares nothing cannot pass".into());
     }
@@ -201,12 +236,69 @@ pub fn check_baseline(run: &Run) -> Result<(), String> {
     Ok(())
 }
 
+/// The rows of `run` by key. A combine's key adds the dtype of the dispatch it followed: a run of
+/// BF16 and FP8 dispatches has two combines per (impl, mode, tokens), which must not pass for
+/// repeated cycles of one. (A key may hold several rows of one cycle: sizes that round to the
+/// same bytes, e.g. the zero-byte rows of a sweep from 8 B.)
 fn groups(run: &Run) -> BTreeMap<String, Vec<&Row>> {
     let mut g: BTreeMap<String, Vec<&Row>> = BTreeMap::new();
-    for r in &run.rows {
-        g.entry(key(&run.benchmark, r)).or_default().push(r);
+    for (r, dispatch) in run.rows.iter().zip(run.dispatch_dtypes()) {
+        let mut k = key(&run.benchmark, r);
+        if r.phase.as_deref() == Some("combine") {
+            k += &format!(" after-dispatch={dispatch}");
+        }
+        g.entry(k).or_default().push(r);
     }
     g
+}
+
+/// Rows per cycle.
+fn per_cycle(rows: &[&Row]) -> BTreeMap<u32, usize> {
+    let mut n = BTreeMap::new();
+    for r in rows {
+        *n.entry(r.cycle).or_default() += 1;
+    }
+    n
+}
+
+/// Settings that change what a row's time means without changing its key: a gate across them
+/// would compare different things. (Iteration counts only change the precision.)
+const SAME_SETTINGS: [&str; 12] = [
+    "agg_iters",
+    "average",
+    "blocking",
+    "cudagraph",
+    "report_cputime",
+    "device_cta_count",
+    "emulate_nodes",
+    "routing",
+    "masked",
+    "seed",
+    "layout",
+    "comms",
+];
+
+/// Why two runs cannot be gated against each other, if they cannot: another layout of ranks, or
+/// a setting that changes what their times mean.
+fn incomparable(a: &Run, b: &Run) -> Option<String> {
+    let mut d = vec![];
+    if a.env.ranks != b.env.ranks || a.env.hosts.len() != b.env.hosts.len() {
+        d.push(format!(
+            "ranks / hosts: {} / {} -> {} / {}",
+            a.env.ranks,
+            a.env.hosts.len(),
+            b.env.ranks,
+            b.env.hosts.len()
+        ));
+    }
+    let show = |v: Option<&serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+    for k in SAME_SETTINGS {
+        let (x, y) = (a.config.get(k), b.config.get(k));
+        if x != y {
+            d.push(format!("{k}: {} -> {}", show(x), show(y)));
+        }
+    }
+    (!d.is_empty()).then(|| d.join("; "))
 }
 
 fn mean(v: &[f64]) -> Option<f64> {
@@ -267,7 +359,21 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
     check_values(base).map_err(|e| format!("baseline: {e}"))?;
     check_values(cand).map_err(|e| format!("candidate: {e}"))?;
     check_baseline(base)?;
+    if let Some(why) = incomparable(base, cand) {
+        return Err(format!("the runs differ in what their times mean ({why}): gate runs of one command line"));
+    }
     let (bg, cg) = (groups(base), groups(cand));
+    // More rows of a key in a cycle than the baseline has: another sweep, or rows added that
+    // would weigh in the mean.
+    for (k, c) in &cg {
+        let b = bg.get(k).map(|b| per_cycle(b)).unwrap_or_default();
+        if let Some((cycle, n)) = per_cycle(c).into_iter().find(|(cy, n)| b.get(cy).is_some_and(|m| n > m)) {
+            return Err(format!(
+                "candidate: row '{k}' is {n} times in cycle {cycle}, {} times in the baseline: gate runs of one command line",
+                b[&cycle]
+            ));
+        }
+    }
     let mut findings = vec![];
     for (k, b) in &bg {
         let f = |verdict, detail: String| Finding {
@@ -293,12 +399,31 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
         let wrong = wrong_total(c.iter().copied());
         let c_times = ok_times(c);
         let c_not_ok = c.iter().filter(|r| r.status != Status::Ok).count();
+        let c_cycles = per_cycle(c);
+        let lost_cycles: Vec<u32> =
+            per_cycle(b).into_iter().filter(|(cy, n)| c_cycles.get(cy).unwrap_or(&0) < n).map(|(cy, _)| cy).collect();
+        let checked = |rows: &[&Row]| rows.iter().any(|r| r.status == Status::Ok && r.wrong.is_some());
+        let min_overlap =
+            |rows: &[&Row]| rows.iter().filter(|r| r.status == Status::Ok).filter_map(|r| r.overlap).reduce(f64::min);
         let mut finding = f(Verdict::Unchanged, String::new());
         finding.candidate_us = mean(&c_times);
         finding.candidate_busbw_gbps = busbw(c);
         if wrong > 0 {
             finding.verdict = Verdict::Wrong;
             finding.detail = format!("{wrong} wrong elements in the candidate");
+        } else if !lost_cycles.is_empty() {
+            finding.verdict = Verdict::Missing;
+            finding.detail = format!("cycles {lost_cycles:?} of the baseline are not in the candidate");
+        } else if checked(b) && !c_times.is_empty() && !checked(c) {
+            finding.verdict = Verdict::Unchecked;
+            finding.detail = "checked in the baseline, not in the candidate (-c 0?)".into();
+        } else if let Some((bo, co)) = min_overlap(b).zip(min_overlap(c)).filter(|(bo, co)| *co < bo - 0.01) {
+            finding.verdict = Verdict::OverlapLost;
+            finding.detail = format!(
+                "the background covered {:.1}% of the foreground's window, the baseline's {:.1}%: less interference was measured",
+                co * 100.0,
+                bo * 100.0
+            );
         } else if b_times.is_empty() {
             finding.verdict = if c_times.is_empty() { Verdict::NotCompared } else { Verdict::New };
             finding.detail = if c_times.is_empty() {
@@ -325,12 +450,10 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
             finding.detail = "zero bytes: nothing to time".into();
         } else {
             let (bt, ct) = (mean(&b_times).unwrap(), mean(&c_times).unwrap());
-            // The baseline's own spread: its slowest repeated run, or its p99 with one run.
-            let limit = if b_times.len() > 1 {
-                b_times.iter().cloned().fold(f64::MIN, f64::max)
-            } else {
-                b[0].p99_us.unwrap_or(bt).max(bt)
-            };
+            // The baseline's own spread: its slowest repeated run. With one run there is none to
+            // go by (a per-iteration p99 is no spread of the mean: its extra events inflate it
+            // several times over at launch-bound sizes), so the threshold alone decides.
+            let limit = b_times.iter().cloned().fold(bt, f64::max);
             let change = ct / bt - 1.0;
             finding.change = Some(change);
             finding.baseline_limit_us = Some(limit);
@@ -376,7 +499,8 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
     // Worst first: failing verdicts, then by slowdown.
     findings
         .sort_by(|a, b| a.verdict.cmp(&b.verdict).then(b.change.unwrap_or(0.0).total_cmp(&a.change.unwrap_or(0.0))));
-    let passed = !findings.iter().any(|f| f.verdict.fails());
+    let candidate_error = cand.error().map(String::from);
+    let passed = !findings.iter().any(|f| f.verdict.fails()) && candidate_error.is_none();
     if passed && !findings.iter().any(|f| f.change.is_some()) {
         let not = findings.iter().filter(|f| f.verdict == Verdict::NotCompared).count();
         return Err(format!(
@@ -389,6 +513,7 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
         threshold,
         passed,
         env_differences: env_differences(base, cand),
+        candidate_error,
         findings,
     })
 }
@@ -409,23 +534,29 @@ pub fn render_text(o: &Outcome) -> String {
     let mut s = String::new();
     let count = |v: Verdict| o.findings.iter().filter(|f| f.verdict == v).count();
     s += &format!(
-        "ginbench compare: {} (threshold {}%): {} regressions, {} missing, {} newly skipped/failed, {} wrong, {} improvements, {} unchanged, {} new, {} not compared\n",
+        "ginbench compare: {} (threshold {}%): {} regressions, {} missing, {} newly skipped/failed, {} wrong, {} unchecked, {} overlap lost, {} improvements, {} unchanged, {} new, {} not compared\n",
         if o.passed { "PASS" } else { "FAIL" },
         percent(o.threshold),
         count(Verdict::Regression),
         count(Verdict::Missing),
         count(Verdict::NewlySkipped),
         count(Verdict::Wrong),
+        count(Verdict::Unchecked),
+        count(Verdict::OverlapLost),
         count(Verdict::Improvement),
         count(Verdict::Unchanged),
         count(Verdict::New),
         count(Verdict::NotCompared),
     );
+    if let Some(e) = &o.candidate_error {
+        s += &format!("  the candidate run ended in error: {e}\n");
+    }
     for d in &o.env_differences {
         s += &format!("  environment differs: {d}\n");
     }
-    // Every row that is not unchanged, worst first; "not compared" rows last, each with its reason.
-    for f in o.findings.iter().filter(|f| f.verdict != Verdict::Unchanged) {
+    // Every row that is not unchanged (or is, with something to say: slower, within the baseline's
+    // spread), worst first; "not compared" rows last, each with its reason.
+    for f in o.findings.iter().filter(|f| f.verdict != Verdict::Unchanged || !f.detail.is_empty()) {
         s += &format!(
             "  {:<14} {}: {} -> {} us{}{}\n",
             f.verdict.name(),
@@ -446,20 +577,45 @@ pub fn to_json(o: &Outcome) -> String {
     serde_json::to_string_pretty(o).expect("an Outcome serializes") + "\n"
 }
 
+/// Text as an XML attribute or element: markup escaped, and control characters (which XML 1.0
+/// cannot carry at all) shown as `\u{..}`.
 fn xml(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.chars()
+        .map(|c| match c {
+            '&' => "&amp;".into(),
+            '<' => "&lt;".into(),
+            '>' => "&gt;".into(),
+            '"' => "&quot;".into(),
+            c if c.is_control() => c.escape_unicode().to_string(),
+            c => c.to_string(),
+        })
+        .collect()
 }
 
 /// JUnit XML: one test case per row key; failing verdicts are failures.
 pub fn to_junit(o: &Outcome) -> String {
-    let failures = o.findings.iter().filter(|f| f.verdict.fails()).count();
+    let error = o.candidate_error.as_deref();
+    let tests = o.findings.len() + usize::from(error.is_some());
+    let failures = o.findings.iter().filter(|f| f.verdict.fails()).count() + usize::from(error.is_some());
     let skipped = o.findings.iter().filter(|f| f.verdict == Verdict::NotCompared).count();
     let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     s += &format!(
-        "<testsuites name=\"ginbench compare\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\">\n  <testsuite name=\"ginbench compare\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\">\n",
-        o.findings.len(),
-        o.findings.len()
+        "<testsuites name=\"ginbench compare\" tests=\"{tests}\" failures=\"{failures}\" skipped=\"{skipped}\">\n  <testsuite name=\"ginbench compare\" tests=\"{tests}\" failures=\"{failures}\" skipped=\"{skipped}\">\n"
     );
+    // What differs between the two environments, where CI shows it.
+    if !o.env_differences.is_empty() {
+        s += "    <properties>\n";
+        for d in &o.env_differences {
+            s += &format!("      <property name=\"environment differs\" value=\"{}\" />\n", xml(d));
+        }
+        s += "    </properties>\n";
+    }
+    if let Some(e) = error {
+        s += &format!(
+            "    <testcase classname=\"ginbench\" name=\"candidate run\">\n      <failure message=\"the candidate run ended in error: {}\" />\n    </testcase>\n",
+            xml(e)
+        );
+    }
     for f in &o.findings {
         let (class, name) = f.key.split_once(' ').unwrap_or(("ginbench", &f.key));
         s += &format!(

@@ -1,7 +1,7 @@
 //! SVG plots for `ginbench report`: one chart per implementation (alltoall) or per EP section,
 //! one line per run (and phase).
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
-use std::path::Path;
 
 /// A line: label and (x, y) points, x ascending.
 pub struct Series {
@@ -9,20 +9,27 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
-const COLORS: [RGBColor; 6] = [
+/// Ten colours (matplotlib's tab10); a second round of series is drawn dashed.
+const COLORS: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
     RGBColor(214, 39, 40),
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
 ];
 
 /// The smallest and largest value a plot takes: an axis needs headroom around its data (margins,
 /// whole decades on a log axis), and values near the ends of f64 leave none, so that the axis
-/// computation overflows to infinity or underflows to zero.
-pub const PLOT_MIN: f64 = 1e-300;
-pub const PLOT_MAX: f64 = 1e300;
+/// computation overflows to infinity or underflows to zero; the span of a log axis must stay
+/// finite too (1e-160 beside 1e160 made plotters' tick loop run forever). Times in µs and
+/// bandwidths in GB/s lie far inside.
+pub const PLOT_MIN: f64 = 1e-100;
+pub const PLOT_MAX: f64 = 1e100;
 
 /// Whether `v` can be drawn: zero (left out of the plot) or finite within PLOT_MIN..=PLOT_MAX.
 pub fn plottable(v: f64) -> bool {
@@ -57,16 +64,16 @@ impl XAxis {
 }
 
 /// A chart against `x` on a log axis (ticks at powers of two); `log_y` for times (when they span
-/// more than a decade or so).
-/// Returns false when there is nothing to plot.
+/// more than a decade or so). Returns the SVG text, or None when there is nothing to plot; `name`
+/// is the file it is for, in errors.
 pub fn line_chart(
-    path: &Path,
+    name: &str,
     title: &str,
     x: XAxis,
     y_desc: &str,
     series: &[Series],
     log_y: bool,
-) -> Result<bool, String> {
+) -> Result<Option<String>, String> {
     // x is plotted as log2(x) on a linear axis, so ticks land on powers of two.
     let series: Vec<Series> = series
         .iter()
@@ -77,9 +84,9 @@ pub fn line_chart(
         .collect();
     let pts: Vec<(f64, f64)> = series.iter().flat_map(|s| s.points.iter().cloned()).collect();
     if pts.is_empty() {
-        return Ok(false);
+        return Ok(None);
     }
-    let err = |e: &dyn std::fmt::Display| format!("plotting {}: {e}", path.display());
+    let err = |e: &dyn std::fmt::Display| format!("plotting {name}: {e}");
     if let Some(p) = pts.iter().find(|p| !(plottable(p.0.exp2()) && plottable(p.1))) {
         return Err(err(&format_args!(
             "({}, {}) cannot be plotted: a plot axis holds values from {PLOT_MIN:e} to {PLOT_MAX:e}",
@@ -97,7 +104,8 @@ pub fn line_chart(
     if !(ylo.is_finite() && yhi.is_finite() && yhi > ylo && (!log_y || ylo > 0.0)) {
         return Err(err(&format_args!("y axis {ylo}..{yhi} cannot be plotted")));
     }
-    let root = SVGBackend::new(path, (900, 520)).into_drawing_area();
+    let mut svg = String::new();
+    let root = SVGBackend::with_string(&mut svg, (900, 520)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let mut b = ChartBuilder::on(&root);
     b.caption(title, ("sans-serif", 20)).margin(14).x_label_area_size(44).y_label_area_size(64);
@@ -114,12 +122,20 @@ pub fn line_chart(
                 .map_err(|e| err(&e))?;
             for (i, s) in series.iter().enumerate() {
                 let c = COLORS[i % COLORS.len()];
-                let p = s.points.clone();
-                chart
-                    .draw_series(LineSeries::new(p.clone(), c.stroke_width(2)))
-                    .map_err(|e| err(&e))?
-                    .label(s.label.clone())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+                let (p, style) = (s.points.clone(), c.stroke_width(2));
+                if (i / COLORS.len()) % 2 == 0 {
+                    chart
+                        .draw_series(LineSeries::new(p.clone(), style))
+                        .map_err(|e| err(&e))?
+                        .label(s.label.clone())
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+                } else {
+                    chart
+                        .draw_series(DashedLineSeries::new(p.clone(), 8, 5, style))
+                        .map_err(|e| err(&e))?
+                        .label(s.label.clone())
+                        .legend(move |(x, y)| DashedPathElement::new(vec![(x, y), (x + 20, y)], 6, 4, style));
+                }
                 chart.draw_series(p.into_iter().map(|q| Circle::new(q, 3, c.filled()))).map_err(|e| err(&e))?;
             }
             chart
@@ -137,7 +153,8 @@ pub fn line_chart(
         draw!(b.build_cartesian_2d(xr, ylo..yhi));
     }
     root.present().map_err(|e| err(&e))?;
-    Ok(true)
+    drop(root);
+    Ok(Some(svg))
 }
 
 /// 8 -> "8", 65536 -> "64K", 2^31 -> "2G".

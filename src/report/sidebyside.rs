@@ -23,14 +23,16 @@ enum Block {
     Image(String),
 }
 
-/// The report's folder, handing out a distinct SVG name per chart: slugs turn punctuation into
-/// `_`, so two sections (e.g. impls `nvl-ll` and `nvl_ll`) could otherwise share a file.
-struct PlotDir<'a> {
-    dir: &'a Path,
+/// The report's charts, each under a distinct SVG name: slugs turn punctuation into `_`, so two
+/// sections (e.g. impls `nvl-ll` and `nvl_ll`) could otherwise share a file. They are kept in
+/// memory until the whole report has been drawn.
+#[derive(Default)]
+struct PlotDir {
     taken: HashSet<String>,
+    svgs: Vec<(String, String)>,
 }
 
-impl PlotDir<'_> {
+impl PlotDir {
     /// Draw a chart into `{stem}.svg` (or `{stem}_2.svg`, ... when taken); the image block to
     /// show, if the chart had data.
     fn chart(
@@ -49,7 +51,9 @@ impl PlotDir<'_> {
             }
             file = format!("{stem}_{n}.svg");
         }
-        Ok(plots::line_chart(&self.dir.join(&file), title, x, y, series, log_y)?.then_some(Block::Image(file)))
+        let Some(svg) = plots::line_chart(&file, title, x, y, series, log_y)? else { return Ok(None) };
+        self.svgs.push((file.clone(), svg));
+        Ok(Some(Block::Image(file)))
     }
 }
 
@@ -169,12 +173,42 @@ fn preamble(runs: &[Labeled], intro: String) -> Vec<Block> {
     let mut doc = vec![Block::Heading("ginbench report".into()), Block::Text(intro), Block::Table(env_table(runs))];
     doc.extend(loopback_warnings(runs));
     for l in runs.iter().skip(1) {
-        let d = super::compare::env_differences(&runs[0].run, &l.run);
+        let mut d = super::compare::env_differences(&runs[0].run, &l.run);
+        d.extend(setting_differences(&runs[0].run, &l.run));
         if !d.is_empty() {
             doc.push(Block::Text(format!("{} differs from {}: {}.", l.label, runs[0].label, d.join("; "))));
         }
     }
     doc
+}
+
+/// Settings of a run that change what its numbers mean, per benchmark.
+fn shown_settings(benchmark: &str) -> &'static [&'static str] {
+    match benchmark {
+        "ep" => &["preset", "routing", "masked", "cudagraph", "device_cta_count", "emulate_nodes", "iters"],
+        "interference" => &["layout", "comms", "device_cta_count", "emulate_nodes", "iters"],
+        _ => &[
+            "cudagraph",
+            "average",
+            "report_cputime",
+            "blocking",
+            "agg_iters",
+            "device_cta_count",
+            "emulate_nodes",
+            "iters",
+        ],
+    }
+}
+
+fn setting_differences(a: &Run, b: &Run) -> Vec<String> {
+    let show = |v: Option<&serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+    shown_settings(&a.benchmark)
+        .iter()
+        .filter_map(|k| {
+            let (x, y) = (a.config.get(k), b.config.get(k));
+            (x != y).then(|| format!("{k}: {} -> {}", show(x), show(y)))
+        })
+        .collect()
 }
 
 fn build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {
@@ -281,24 +315,15 @@ impl EpSection {
     }
 }
 
-/// Each EP row of `run` with its section: ep_perf writes every combine right after its dispatch
-/// (same impl, mode, tokens and cycle), which is where the dispatch dtype comes from.
+/// Each EP row of `run` with its section.
 fn ep_sections(run: &Run) -> Vec<(EpSection, &Row)> {
-    let mut last_dispatch: HashMap<(&str, &str, u64, u32), &str> = HashMap::new();
     run.rows
         .iter()
-        .map(|r| {
-            let mode = r.mode.as_deref().unwrap_or("-");
-            let at = (r.impl_name.as_str(), mode, r.tokens.unwrap_or(0), r.cycle);
-            let dispatch = if r.phase.as_deref() == Some("combine") {
-                last_dispatch.get(&at).copied().unwrap_or(r.dtype.as_str())
-            } else {
-                last_dispatch.insert(at, &r.dtype);
-                &r.dtype
-            };
+        .zip(run.dispatch_dtypes())
+        .map(|(r, dispatch)| {
             let section = EpSection {
                 imp: r.impl_name.clone(),
-                mode: mode.into(),
+                mode: r.mode.as_deref().unwrap_or("-").into(),
                 dispatch: dispatch.into(),
                 shape: (r.hidden.unwrap_or(0), r.topk.unwrap_or(0), r.experts.unwrap_or(0)),
             };
@@ -335,38 +360,17 @@ fn first_seen<'a>(values: impl Iterator<Item = &'a str>) -> HashMap<String, usiz
     m
 }
 
-/// Settings of an EP run that change what its numbers mean.
-const EP_CONFIG: [&str; 7] = ["preset", "routing", "masked", "cudagraph", "device_cta_count", "emulate_nodes", "iters"];
-
-fn ep_config_differences(a: &Run, b: &Run) -> Vec<String> {
-    EP_CONFIG
-        .iter()
-        .filter_map(|k| {
-            let (x, y) = (a.config.get(k), b.config.get(k));
-            let show = |v: Option<&serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
-            (x != y).then(|| format!("{k}: {} -> {}", show(x), show(y)))
-        })
-        .collect()
-}
-
 fn ep_build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {
-    let mut doc = vec![Block::Heading("ginbench report".into())];
-    doc.push(Block::Text(format!(
-        "{} runs of `ep`; ratios are against the first run ({}). Rows line up by (impl, mode, phase, tokens per rank, dtype), \
-         not by bytes, which depend on the rank count; a combine belongs with the dispatch it followed. \
-         bw is `bw_gbps` in GB/s under the definition each section names, time in µs, mean over `-N` cycles.",
-        runs.len(),
-        runs[0].label
-    )));
-    doc.push(Block::Table(env_table(runs)));
-    doc.extend(loopback_warnings(runs));
-    for l in runs.iter().skip(1) {
-        let mut d = super::compare::env_differences(&runs[0].run, &l.run);
-        d.extend(ep_config_differences(&runs[0].run, &l.run));
-        if !d.is_empty() {
-            doc.push(Block::Text(format!("{} differs from {}: {}.", l.label, runs[0].label, d.join("; "))));
-        }
-    }
+    let mut doc = preamble(
+        runs,
+        format!(
+            "{} runs of `ep`; ratios are against the first run ({}). Rows line up by (impl, mode, phase, tokens per rank, dtype), \
+             not by bytes, which depend on the rank count; a combine belongs with the dispatch it followed. \
+             bw is `bw_gbps` in GB/s under the definition each section names, time in µs, mean over `-N` cycles.",
+            runs.len(),
+            runs[0].label
+        ),
+    );
     let all: Vec<EpStats> = runs.iter().map(|l| ep_stats(&l.run)).collect();
     let every_row = || runs.iter().flat_map(|l| l.run.rows.iter());
     let mode_at = first_seen(every_row().map(|r| r.mode.as_deref().unwrap_or("-")));
@@ -678,10 +682,14 @@ fn markdown(doc: &[Block]) -> String {
             Block::Text(t) => s += &format!("{t}\n\n"),
             Block::Image(f) => s += &format!("![{f}]({f})\n\n"),
             Block::Table(t) => {
-                s += &format!("| {} |\n", t[0].join(" | "));
+                // A `|` in a cell (a label, a file name) would split it.
+                let line = |r: &[String]| {
+                    format!("| {} |\n", r.iter().map(|c| c.replace('|', "\\|")).collect::<Vec<_>>().join(" | "))
+                };
+                s += &line(&t[0]);
                 s += &format!("|{}\n", "---|".repeat(t[0].len()));
                 for r in &t[1..] {
-                    s += &format!("| {} |\n", r.join(" | "));
+                    s += &line(r);
                 }
                 s.push('\n');
             }
@@ -749,14 +757,22 @@ pub fn write(runs: &[Labeled], dir: &Path) -> Result<(), String> {
     if dir.exists() && !dir.is_dir() {
         return Err(format!("-o {}: exists and is not a folder", dir.display()));
     }
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let charts = &mut PlotDir { dir, taken: HashSet::new() };
+    // Everything is drawn before anything is written, and every file is written whole (a
+    // failure leaves no half-drawn chart); the charts go first, the pages that show them last.
+    let mut charts = PlotDir::default();
     let doc = match runs[0].run.benchmark.as_str() {
-        "ep" => ep_build(runs, charts)?,
-        "interference" => interference_build(runs, charts)?,
-        _ => build(runs, charts)?,
+        "ep" => ep_build(runs, &mut charts)?,
+        "interference" => interference_build(runs, &mut charts)?,
+        _ => build(runs, &mut charts)?,
     };
-    for (name, text) in [("report.md", markdown(&doc)), ("report.html", html(&doc))] {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let pages = [("report.md".to_string(), markdown(&doc)), ("report.html".to_string(), html(&doc))];
+    if let Some((name, _)) =
+        charts.svgs.iter().chain(&pages).find(|(n, _)| dir.join(n).exists() && !dir.join(n).is_file())
+    {
+        return Err(format!("{name}: exists in {} and is not a regular file", dir.display()));
+    }
+    for (name, text) in charts.svgs.iter().chain(&pages) {
         super::write_atomic(&dir.join(name), text.as_bytes()).map_err(|e| format!("{name}: {e}"))?;
     }
     Ok(())

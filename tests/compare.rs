@@ -315,7 +315,12 @@ fn exit_codes_of_the_command() {
     };
     assert_eq!(out(&[&base, &same], &[]).status.code(), Some(0));
     // The summary names the threshold as given, not rounded to one the gate did not use.
-    for (given, shown) in [("5%", "threshold 5%"), ("2.5", "threshold 2.5%"), ("999.99%", "threshold 999.99%")] {
+    for (given, shown) in [
+        ("5%", "threshold 5%"),
+        ("2.5", "threshold 2.5%"),
+        ("999.99%", "threshold 999.99%"),
+        ("0.0000001%", "threshold 1e-7%"),
+    ] {
         let o = out(&[&base, &same], &["--threshold", given]);
         assert!(String::from_utf8_lossy(&o.stdout).contains(shown), "{given}");
     }
@@ -527,6 +532,10 @@ fn a_loopback_gin_run_is_never_gated_against_a_network_run() {
     c.env.gin.backend = "loopback".into();
     let e = compare::compare(&b, &c, 0.05).unwrap_err();
     assert!(e.contains("GIN backend differs (nccl -> loopback)"), "{e}");
+    // Spelled otherwise, it is no backend the tools write.
+    let mut odd = b.clone();
+    odd.env.gin.backend = "Loopback".into();
+    assert!(compare::compare(&b, &odd, 0.05).unwrap_err().contains("env.gin.backend is 'Loopback'"));
     // Two loopback runs compare as usual, and say nothing about the backend.
     let o = compare::compare(&c, &c.clone(), 0.05).unwrap();
     assert!(o.passed && o.env_differences.is_empty());

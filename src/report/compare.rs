@@ -141,6 +141,9 @@ fn not_run(rows: &[&Row]) -> String {
 /// nothing crosses (busbw on one rank, whose factor (n-1)/n is 0). The error names the row's key,
 /// its cycle and the field.
 pub fn check_values(run: &Run) -> Result<(), String> {
+    if !matches!(gin_backend(run), "nccl" | "loopback") {
+        return Err(format!("env.gin.backend is '{}': it is 'nccl' or 'loopback'", run.env.gin.backend));
+    }
     if run.env.ranks == 0 && !run.rows.is_empty() {
         return Err("env.ranks is 0: a run with rows ran on at least one rank".into());
     }
@@ -521,8 +524,17 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
 /// 0.05 -> "5", 0.025 -> "2.5", 9.9999 -> "999.99": as given, without a rounding that could print
 /// a threshold the gate does not use.
 fn percent(fraction: f64) -> String {
-    let s = format!("{:.6}", fraction * 100.0);
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
+    let trim = |s: &str| s.trim_end_matches('0').trim_end_matches('.').to_string();
+    let p = fraction * 100.0;
+    match trim(&format!("{p:.6}")).as_str() {
+        // Too small for six decimals, yet not zero: six significant digits instead.
+        "0" if p > 0.0 => {
+            let e = format!("{p:.5e}");
+            let (m, x) = e.split_once('e').unwrap_or((&e, "0"));
+            format!("{}e{x}", trim(m))
+        }
+        t => t.to_string(),
+    }
 }
 
 fn us(v: Option<f64>) -> String {

@@ -5,18 +5,18 @@
 //! repeated measurements of one key (`-N` cycles) form a group. A regression is a candidate slower
 //! than the baseline by more than the threshold AND slower than the baseline's slowest repeated
 //! run (with one run, the threshold alone decides). The gate fails closed: a baseline row or cycle
-//! missing from the candidate (or fewer of its rows in a cycle), newly skipped or failed, any wrong
-//! element, a check the baseline
-//! made and the candidate did not, an interference background that covered less of the foreground
-//! than the baseline's, and a candidate run that ended in error fail it. A gate that compares
-//! nothing never passes, and runs that cannot be set against each other are refused as bad input:
-//! an empty baseline, one without an ok row or that ended in error, rows whose keys match nothing
-//! that can be timed, more rows of a key in a cycle than the baseline has, another rank or host count, settings that change
-//! what a time means (CUDA graphs, -a, -C, -z, -m, -V, virtual nodes, routing, layout,
-//! communicator knobs), and impossible values (NaN, infinite, zero or negative times and
-//! bandwidths). Interference rows gate on `time_us`, which is the foreground's together time: what
-//! a training step waits for; their alone / together times and slowdowns (both sides) must be
-//! finite and above 0 as well, and the overlap in 0..1.
+//! missing from the candidate (or fewer of its rows in a cycle), newly skipped or failed, any
+//! wrong element, a check the baseline made and the candidate did not, an interference background
+//! that covered less of the foreground than the baseline's, and a candidate run that ended in
+//! error fail it. A gate that compares nothing never passes, and runs that cannot be set against
+//! each other are refused as bad input: an empty baseline, one without an ok row or that ended in
+//! error, rows whose keys match nothing that can be timed, more rows of a key in a cycle than the
+//! baseline has, another rank or host count, settings that change what a time means (CUDA graphs,
+//! -a, -C, -z, -m, -V, virtual nodes, routing, layout, communicator knobs), and impossible values
+//! (NaN, infinite, zero or negative times and bandwidths). Interference rows gate on `time_us`,
+//! which is the foreground's together time: what a training step waits for; their alone /
+//! together times and slowdowns (both sides) must be finite and above 0 as well, and the overlap
+//! in 0..1.
 use super::schema::{wrong_total, Row, Run, Status};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -294,14 +294,19 @@ fn incomparable(a: &Run, b: &Run) -> Option<String> {
             b.env.hosts.len()
         ));
     }
-    let show = |v: Option<&serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
-    for k in SAME_SETTINGS {
-        let (x, y) = (a.config.get(k), b.config.get(k));
-        if x != y {
-            d.push(format!("{k}: {} -> {}", show(x), show(y)));
-        }
-    }
+    d.extend(setting_differences(a, b, &SAME_SETTINGS));
     (!d.is_empty()).then(|| d.join("; "))
+}
+
+/// The `config` settings among `keys` in which two runs differ, as "key: a -> b".
+pub fn setting_differences(a: &Run, b: &Run, keys: &[&str]) -> Vec<String> {
+    let show = |v: Option<&serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+    keys.iter()
+        .filter_map(|k| {
+            let (x, y) = (a.config.get(k), b.config.get(k));
+            (x != y).then(|| format!("{k}: {} -> {}", show(x), show(y)))
+        })
+        .collect()
 }
 
 fn mean(v: &[f64]) -> Option<f64> {

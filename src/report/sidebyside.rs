@@ -174,7 +174,7 @@ fn preamble(runs: &[Labeled], intro: String) -> Vec<Block> {
     doc.extend(loopback_warnings(runs));
     for l in runs.iter().skip(1) {
         let mut d = super::compare::env_differences(&runs[0].run, &l.run);
-        d.extend(setting_differences(&runs[0].run, &l.run));
+        d.extend(super::compare::setting_differences(&runs[0].run, &l.run, shown_settings(&runs[0].run.benchmark)));
         if !d.is_empty() {
             doc.push(Block::Text(format!("{} differs from {}: {}.", l.label, runs[0].label, d.join("; "))));
         }
@@ -198,17 +198,6 @@ fn shown_settings(benchmark: &str) -> &'static [&'static str] {
             "iters",
         ],
     }
-}
-
-fn setting_differences(a: &Run, b: &Run) -> Vec<String> {
-    let show = |v: Option<&serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
-    shown_settings(&a.benchmark)
-        .iter()
-        .filter_map(|k| {
-            let (x, y) = (a.config.get(k), b.config.get(k));
-            (x != y).then(|| format!("{k}: {} -> {}", show(x), show(y)))
-        })
-        .collect()
 }
 
 fn build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {

@@ -81,11 +81,7 @@ impl Config {
         let step = sizes::parse_size(&a.stepbytes)?;
         let sweep = sizes::sweep(min, max, a.stepfactor, step, "-i 1M")?;
         let impls = registry::resolve(&a.implementation)?;
-        let asked = Asked {
-            first_emu: impls.iter().find(|i| i.emulated()).map(|i| i.name),
-            all: a.implementation.trim() == "all",
-            real_gin: impls.iter().any(|i| i.real_gin()),
-        };
+        let asked = Asked::new(&a.implementation, impls.iter().map(|i| (i.name, i.emulated(), i.real_gin())));
         let common = Common::from_args(&a.common, asked, command)?;
         registry::check_registration(a.local_register, &impls)?;
         let blocking = flag01(a.blocking, "-z")?;

@@ -139,6 +139,18 @@ pub struct Asked<'a> {
     pub real_gin: bool,
 }
 
+impl<'a> Asked<'a> {
+    /// From `-D`'s text and the impls it resolved to, each as (name, emulated, on NCCL's GIN).
+    pub fn new(spec: &str, impls: impl IntoIterator<Item = (&'a str, bool, bool)>) -> Asked<'a> {
+        let mut asked = Asked { first_emu: None, all: spec.trim() == "all", real_gin: false };
+        for (name, emulated, real_gin) in impls {
+            asked.first_emu = asked.first_emu.or(emulated.then_some(name));
+            asked.real_gin |= real_gin;
+        }
+        asked
+    }
+}
+
 /// The shared settings, validated.
 #[derive(Debug, Clone)]
 pub struct Common {
@@ -347,9 +359,8 @@ pub fn check_writable(path: &Path, flag: &str) -> Result<()> {
             "create the folder first, or write somewhere else",
         ));
     }
-    // The name itself: a file name over the folder's limit would pass the folder probe and fail
-    // only when the results are written, after the run.
-    // Linux's NAME_MAX: the longest name its usual file systems take.
+    // The name itself: one longer than Linux's NAME_MAX (what its usual file systems take) would
+    // pass the folder probe and fail only when the results are written, after the run.
     const NAME_MAX: usize = 255;
     if target.file_name().is_some_and(|n| n.len() > NAME_MAX) {
         return Err(Error::usage(

@@ -306,7 +306,7 @@ impl Args {
 impl Config {
     pub fn from_args(a: &Args, command: String) -> Result<Config> {
         a.refuse_other_sides_flags()?;
-        let (fg, first_emu, all) = match a.fg {
+        let (fg, asked) = match a.fg {
             FgKind::Alltoall => {
                 let impls = a2a::resolve(&a.implementation)?;
                 let dtype = Dtype::parse(a.datatype.as_deref().unwrap_or("float"))?;
@@ -319,8 +319,8 @@ impl Config {
                 }
                 let register = a.local_register.unwrap_or(2);
                 a2a::check_registration(register, &impls)?;
-                let emu = impls.iter().find(|i| i.emulated()).map(|i| i.name);
-                (Foreground::Alltoall { impls, sizes, dtype, register }, emu, a.implementation.trim() == "all")
+                let asked = Asked::new(&a.implementation, impls.iter().map(|i| (i.name, i.emulated(), i.real_gin())));
+                (Foreground::Alltoall { impls, sizes, dtype, register }, asked)
             }
             FgKind::Ep => {
                 let impls = ep::resolve(&a.implementation)?;
@@ -333,13 +333,12 @@ impl Config {
                     .map(|t| list(t, "tokens", |s| shape::check_tokens(sizes::parse_size(s)?, "e.g. --tokens 128")))
                     .transpose()?;
                 let payload = Payload::parse(a.datatype.as_deref().unwrap_or("bf16"))?;
-                let emu = impls.iter().find(|i| i.emulated()).map(|i| i.name);
+                let asked = Asked::new(&a.implementation, impls.iter().map(|i| (i.name, i.emulated(), i.real_gin())));
                 let (preset, seed) = (preset.to_string(), a.seed.unwrap_or(1));
                 let fg = Foreground::Ep { impls, modes, preset, shape, tokens, payload, seed };
-                (fg, emu, a.implementation.trim() == "all")
+                (fg, asked)
             }
         };
-        let asked = Asked { first_emu, all, real_gin: !fg.real_gin_impls().is_empty() };
         let common = Common::from_args(&a.common, asked, command)?;
         if common.graph_launches > 0 {
             return Err(Error::usage(

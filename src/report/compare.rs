@@ -371,17 +371,6 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
         return Err(format!("the runs differ in what their times mean ({why}): gate runs of one command line"));
     }
     let (bg, cg) = (groups(base), groups(cand));
-    // More rows of a key in a cycle than the baseline has: another sweep, or rows added that
-    // would weigh in the mean.
-    for (k, c) in &cg {
-        let b = bg.get(k).map(|b| per_cycle(b)).unwrap_or_default();
-        if let Some((cycle, n)) = per_cycle(c).into_iter().find(|(cy, n)| b.get(cy).is_some_and(|m| n > m)) {
-            return Err(format!(
-                "candidate: row '{k}' is {n} times in cycle {cycle}, {} times in the baseline: gate runs of one command line",
-                b[&cycle]
-            ));
-        }
-    }
     let mut findings = vec![];
     for (k, b) in &bg {
         let f = |verdict, detail: String| Finding {
@@ -407,9 +396,17 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
         let wrong = wrong_total(c.iter().copied());
         let c_times = ok_times(c);
         let c_not_ok = c.iter().filter(|r| r.status != Status::Ok).count();
-        let c_cycles = per_cycle(c);
+        let (b_cycles, c_cycles) = (per_cycle(b), per_cycle(c));
+        // More rows of a key in a cycle than the baseline has: another sweep, or rows added that
+        // would weigh in the mean.
+        if let Some((cycle, n)) = c_cycles.iter().find(|(cy, n)| b_cycles.get(cy).is_some_and(|m| *n > m)) {
+            return Err(format!(
+                "candidate: row '{k}' is {n} times in cycle {cycle}, {} times in the baseline: gate runs of one command line",
+                b_cycles[cycle]
+            ));
+        }
         let lost_cycles: Vec<u32> =
-            per_cycle(b).into_iter().filter(|(cy, n)| c_cycles.get(cy).unwrap_or(&0) < n).map(|(cy, _)| cy).collect();
+            b_cycles.iter().filter(|(cy, n)| c_cycles.get(cy).unwrap_or(&0) < n).map(|(cy, _)| *cy).collect();
         let checked = |rows: &[&Row]| rows.iter().any(|r| r.status == Status::Ok && r.wrong.is_some());
         let min_overlap =
             |rows: &[&Row]| rows.iter().filter(|r| r.status == Status::Ok).filter_map(|r| r.overlap).reduce(f64::min);

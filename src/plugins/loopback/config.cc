@@ -49,8 +49,10 @@ Result readConfig(Config* out) {
   if (const char* v = getenv("GINBENCH_LOOPBACK_TIMEOUT"); v != nullptr && *v != '\0') {
     char* end = nullptr;
     double s = strtod(v, &end);
-    if (end == v || *end != '\0' || !std::isfinite(s) || s <= 0) {
-      return fail(kInvalidArgument, "GINBENCH_LOOPBACK_TIMEOUT=%s is not a positive number of seconds", v);
+    // Bounded so that every deadline (now + timeout, in nanoseconds) stays representable.
+    if (end == v || *end != '\0' || !std::isfinite(s) || s <= 0 || s > kMaxTimeoutSeconds) {
+      return fail(kInvalidArgument, "GINBENCH_LOOPBACK_TIMEOUT=%s is not a number of seconds in (0, %.0f]", v,
+                  kMaxTimeoutSeconds);
     }
     c.timeoutSeconds = s;
   }

@@ -3,7 +3,8 @@
 //   GINBENCH_LOOPBACK_CHAOS=<seed>          ordering fuzz within GIN's guarantees (chaos.h)
 //   GINBENCH_LOOPBACK_BREAK=signal-early    test-only: a signal becomes visible before its put
 //   GINBENCH_LOOPBACK_TIMEOUT=<seconds>     bound on every wait (collective registration,
-//                                           draining at close, device read-backs); default 300
+//                                           draining at close, device read-backs); default 300,
+//                                           at most 1e6
 //   GINBENCH_LOOPBACK_LOCAL_COPY=auto|host|direct
 //                                           how a GPU copies into its own memory (puts to self):
 //                                           CUDA runs a same-device copy on the SMs, which a GIN
@@ -31,6 +32,8 @@
 namespace gbl {
 
 enum class LocalCopy { Auto, Host, Direct };
+
+constexpr double kMaxTimeoutSeconds = 1e6;
 
 struct Config {
   LocalCopy localCopy = LocalCopy::Auto;

@@ -172,15 +172,29 @@ Result issueCopy(CollComm& c, Lane& lane, Request* req, const HeldChunk& piece) 
   return kSuccess;
 }
 
-// Issues held pieces of `lane`: all of them (before a signal or a flush), or those whose hold ran
-// out. Issue order is shuffled: a later put may land first.
-Result releaseHeld(CollComm& c, Lane& lane, bool all) {
+// A held piece, issued at last: unless the peer deregistered its window meanwhile (the caller's
+// error: on a NIC, a write into memory no longer registered), then it is dropped.
+Result issueHeld(CollComm& c, Lane& lane, const HeldChunk& h) {
+  if (h.req != nullptr) h.req->heldChunks--;
+  if (h.peerWindow != nullptr && h.peerWindow->deregistered) {
+    return fail(kInvalidUsage, "rank %d deregistered a window while a put or get of rank %d to it was in flight",
+                lane.peer, c.rank);
+  }
+  return issueCopy(c, lane, h.req, h);
+}
+
+// Which held pieces of a lane to issue: those whose hold ran out, or all (before a signal or a
+// flush). The negative control's pieces leave only through releaseDue.
+enum class Release { Due, All };
+
+// Issues held pieces of `lane`. Issue order is shuffled: a later put may land first. A piece that
+// fails does not stop the others; the first failure is returned.
+Result releaseHeld(CollComm& c, Lane& lane, Release which) {
   if (lane.held.empty()) return kSuccess;
   std::vector<HeldChunk> now;
   for (size_t i = 0; i < lane.held.size();) {
     HeldChunk& h = lane.held[i];
-    // The negative control's data leaves only through releaseDue.
-    if (!h.untilTested && (all || h.pollsLeft <= 1)) {
+    if (!h.untilTested && (which == Release::All || h.pollsLeft <= 1)) {
       now.push_back(h);
       lane.held[i] = lane.held.back();
       lane.held.pop_back();
@@ -190,34 +204,35 @@ Result releaseHeld(CollComm& c, Lane& lane, bool all) {
     }
   }
   for (size_t i = now.size(); i > 1; i--) std::swap(now[i - 1], now[c.rng.below(i)]);
+  Result first = kSuccess;
   for (const HeldChunk& h : now) {
-    h.req->heldChunks--;
-    if (Result r = issueCopy(c, lane, h.req, h); r != kSuccess) return r;
+    if (Result r = issueHeld(c, lane, h); r != kSuccess && first == kSuccess) first = r;
   }
-  return kSuccess;
+  return first;
 }
 
 // The negative control's held data whose delay has passed: issued on any later test().
 Result releaseDue(CollComm& c) {
   auto now = std::chrono::steady_clock::now();
+  Result first = kSuccess;
   for (Lane& lane : c.lanes) {
     for (size_t i = 0; i < lane.held.size();) {
       if (lane.held[i].untilTested && lane.held[i].releaseAt <= now) {
         HeldChunk h = lane.held[i];
         lane.held.erase(lane.held.begin() + static_cast<std::ptrdiff_t>(i));
-        if (Result r = issueCopy(c, lane, nullptr, h); r != kSuccess) return r;
+        if (Result r = issueHeld(c, lane, h); r != kSuccess && first == kSuccess) first = r;
       } else {
         i++;
       }
     }
   }
-  return kSuccess;
+  return first;
 }
 
 Result progressHeld(CollComm& c) {
   if (!c.config.chaos) return kSuccess;
   for (Lane& lane : c.lanes) {
-    if (Result r = releaseHeld(c, lane, false); r != kSuccess) return r;
+    if (Result r = releaseHeld(c, lane, Release::Due); r != kSuccess) return r;
   }
   return kSuccess;
 }
@@ -225,8 +240,9 @@ Result progressHeld(CollComm& c) {
 // A put's (or get's) bytes on its lane: whole, or under chaos split into shuffled chunks of
 // which some may be held back (only when nothing on the lane has to follow them: `mayHold`).
 // `forceHold`: hold every piece for config.breakDelayMs, detached from the op (the negative control).
-Result enqueueData(CollComm& c, Lane& lane, Request* req, char* dst, int dstDevice, const char* src, int srcDevice,
-                   size_t bytes, uint64_t opSeq, bool mayHold, bool forceHold = false) {
+// `peerWindow`: the peer's side of the op (put: destination, get: source).
+Result enqueueData(CollComm& c, Lane& lane, Request* req, const RegEntry* peerWindow, char* dst, int dstDevice,
+                   const char* src, int srcDevice, size_t bytes, uint64_t opSeq, bool mayHold, bool forceHold = false) {
   if (bytes == 0) return kSuccess;
   unsigned n = 1;
   if (c.config.chaos && bytes >= c.chaos.minSplitBytes) n = 1 + static_cast<unsigned>(c.rng.below(c.chaos.maxChunks));
@@ -238,6 +254,7 @@ Result enqueueData(CollComm& c, Lane& lane, Request* req, char* dst, int dstDevi
   for (unsigned i : order) {
     size_t lo = chunkStart(bytes, n, i), hi = chunkStart(bytes, n, i + 1);
     HeldChunk piece{req, dst + lo, src + lo, hi - lo, dstDevice, srcDevice, 0, opSeq, i, !c.isLocal(lane.peer)};
+    piece.peerWindow = peerWindow;
     if (forceHold) {
       // The negative control holds a signalled put's data config.breakDelayMs after its signal
       // went out, detached from its request: the op is reported done as soon as its signal is
@@ -379,7 +396,7 @@ Result drainTimeline(Timeline& t, double timeoutSeconds, const char* what) {
     if (Result r = t.mover->poll(t, &done); r != kSuccess) return r;
     if (done >= t.issued) return kSuccess;
     if (Clock::now() > deadline) {
-      return fail(kSystemError, "%s did not complete within %.0f s at close (GPU hung?)", what, timeoutSeconds);
+      return fail(kSystemError, "%s did not complete within %.0f s (GPU hung?)", what, timeoutSeconds);
     }
     sched_yield();
   }
@@ -523,19 +540,19 @@ Result put(void* collComm, const PutArgs& a, void** request) {
   const Registration* sigReg = a.withSignal ? static_cast<MemHandle*>(a.signalMhandle)->reg : nullptr;
   Result r = kSuccess;
   if (!a.withSignal) {
-    r = enqueueData(c, *lane, req, dst, dstDev, src, srcDev, a.size, opSeq, /*mayHold=*/true);
+    r = enqueueData(c, *lane, req, dstE, dst, dstDev, src, srcDev, a.size, opSeq, /*mayHold=*/true);
   } else if (c.config.breakSignalEarly) {
     // Negative control: the signal goes now (a message to another process, else a write not
     // ordered after the lane); its data config.breakDelayMs later, after the op was reported done.
     r = remote ? sendSignal(c, *lane, req, sigReg->seq, a.signalOff, delta, /*early=*/true)
                : writeSignal(c, static_cast<int>(a.rank), lane, req, *sigE, sigReg, a.signalOff,
                              reinterpret_cast<uint64_t*>(sig), delta, opSeq, /*orderAfterLane=*/false);
-    if (r == kSuccess) r = releaseHeld(c, *lane, true);
-    if (r == kSuccess) r = enqueueData(c, *lane, req, dst, dstDev, src, srcDev, a.size, opSeq, false, true);
+    if (r == kSuccess) r = releaseHeld(c, *lane, Release::All);
+    if (r == kSuccess) r = enqueueData(c, *lane, req, dstE, dst, dstDev, src, srcDev, a.size, opSeq, false, true);
   } else {
     // Everything earlier on the lane, then this op's data, then the signal.
-    r = releaseHeld(c, *lane, true);
-    if (r == kSuccess) r = enqueueData(c, *lane, req, dst, dstDev, src, srcDev, a.size, opSeq, false);
+    r = releaseHeld(c, *lane, Release::All);
+    if (r == kSuccess) r = enqueueData(c, *lane, req, dstE, dst, dstDev, src, srcDev, a.size, opSeq, false);
     if (r == kSuccess && remote) {
       r = sendSignal(c, *lane, req, sigReg->seq, a.signalOff, delta, /*early=*/false);
     } else if (r == kSuccess) {
@@ -578,7 +595,7 @@ Result get(void* collComm, int context, uint64_t remoteOff, void* remoteMhandle,
   int localDev = localE->type == kPtrCuda ? localE->device : -1;
   int remoteDev = remoteE->type == kPtrCuda ? remoteE->device : -1;
   Request* req = newRequest(c);
-  if (Result r = enqueueData(c, *lane, req, local, localDev, remote, remoteDev, size, ++lane->opSeq, true);
+  if (Result r = enqueueData(c, *lane, req, remoteE, local, localDev, remote, remoteDev, size, ++lane->opSeq, true);
       r != kSuccess) {
     dropRequest(c, req);
     return noteError(c, r);
@@ -596,7 +613,7 @@ Result flush(void* collComm, int context, uint32_t rank, void** request) {
   std::lock_guard<std::mutex> lock(c.mutex);
   Lane* lane = laneOf(c, context, rank, "iflush");
   if (lane == nullptr) return noteError(c, kInvalidArgument);
-  if (Result r = releaseHeld(c, *lane, true); r != kSuccess) return noteError(c, r);
+  if (Result r = releaseHeld(c, *lane, Release::All); r != kSuccess) return noteError(c, r);
   Request* req = newRequest(c);
   if (lane->timeline && lane->timeline->issued > 0) {
     req->parts.push_back(Part{lane->timeline.get(), lane->timeline->issued, nullptr});
@@ -716,6 +733,21 @@ Result lastError(void* collComm, bool* hasError) {
   return kSuccess;
 }
 
+Result settleLanes(CollComm& c, const char* what) {
+  Result result = kSuccess;
+  for (Lane& lane : c.lanes) {
+    if (Result r = releaseHeld(c, lane, Release::All); r != kSuccess && result == kSuccess) result = r;
+    // The negative control's late data never lands once a window may be gone.
+    lane.held.clear();
+    if (lane.timeline) {
+      if (Result r = drainTimeline(*lane.timeline, c.config.timeoutSeconds, what); r != kSuccess && result == kSuccess) {
+        result = r;
+      }
+    }
+  }
+  return result;
+}
+
 Result closeColl(void* collComm) {
   CollComm* cp = liveComm(collComm, "closeColl");
   if (cp == nullptr) return kInvalidArgument;
@@ -724,15 +756,7 @@ Result closeColl(void* collComm) {
   Result result = kSuccess;
   {
     std::lock_guard<std::mutex> lock(c.mutex);
-    for (Lane& lane : c.lanes) {
-      if (Result r = releaseHeld(c, lane, true); r != kSuccess && result == kSuccess) result = r;
-      if (lane.timeline) {
-        if (Result r = drainTimeline(*lane.timeline, c.config.timeoutSeconds, "puts");
-            r != kSuccess && result == kSuccess) {
-          result = r;
-        }
-      }
-    }
+    result = settleLanes(c, "puts before close");
     // Signals to other processes still waiting for their data go out now (bounded), then the
     // channels close with a goodbye, so the peers do not take this for a crash.
     if (Result r = closePeers(c); r != kSuccess && result == kSuccess) result = r;
@@ -747,7 +771,7 @@ Result closeColl(void* collComm) {
     }
   }
   if (c.rank == 0) printStats("close of a rank-0 connection");
-  leaveGroup(c);
+  if (Result r = leaveGroup(c); r != kSuccess && result == kSuccess) result = r;
   delete cp;
   return result;
 }

@@ -8,8 +8,11 @@ namespace gbl {
 Result setContexts(CollComm& c, int nContexts);
 // Drops one rank's handle on a registration (freeing it when no rank holds it any more).
 void releaseHandle(CollComm& c, MemHandle* h);
-// Takes the rank out of its Group; the last one out drains and frees the Group.
-void leaveGroup(CollComm& c);
+// Takes the rank out of its Group; the last one out drains (bounded) and frees the Group.
+Result leaveGroup(CollComm& c);
+// Under c.mutex: issues every held piece of the connection and waits (bounded) for its copies,
+// so what it put or got has landed before a window may go away (deregistration, close).
+Result settleLanes(CollComm& c, const char* what);
 // Applies a signal that arrived as a message from rank `sender` (another process) to this
 // rank's window `regSeq` at `offset`: the same shadow + write path as a local signal.
 Result applySignal(CollComm& c, int context, int sender, uint64_t regSeq, uint64_t offset, uint64_t delta);

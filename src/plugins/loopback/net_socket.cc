@@ -333,6 +333,8 @@ Result isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, vo
   *request = nullptr;
   if (!c->send) return fail(kInvalidArgument, "net isend: %p is a receive connection", sendComm);
   if (data == nullptr && size > 0) return fail(kInvalidArgument, "net isend: NULL data");
+  // test() reports sizes as int: the plugin advertises maxP2pBytes = kMaxNetSize.
+  if (size > kMaxNetSize) return fail(kInvalidArgument, "net isend: %zu bytes, more than maxP2pBytes %zu", size, kMaxNetSize);
   std::lock_guard<std::mutex> lock(c->mutex);
   if (c->error != kSuccess) return fail(c->error, "net isend to pid %d: %s", c->peerPid, c->why.c_str());
   if (Result r = checkMr(*c, mhandle, "isend"); r != kSuccess) return r;
@@ -356,6 +358,9 @@ Result irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void*
     return fail(kInvalidArgument, "net irecv: NULL data, sizes or tags");
   }
   if (data[0] == nullptr && sizes[0] > 0) return fail(kInvalidArgument, "net irecv: NULL buffer");
+  if (sizes[0] > kMaxNetSize) {
+    return fail(kInvalidArgument, "net irecv: %zu bytes, more than maxP2pBytes %zu", sizes[0], kMaxNetSize);
+  }
   std::lock_guard<std::mutex> lock(c->mutex);
   if (c->error != kSuccess) return fail(c->error, "net irecv from pid %d: %s", c->peerPid, c->why.c_str());
   if (Result r = checkMr(*c, mhandles != nullptr ? mhandles[0] : nullptr, "irecv"); r != kSuccess) return r;
@@ -365,8 +370,10 @@ Result irecv(void* recvComm, int n, void** data, size_t* sizes, int* tags, void*
 }
 
 Result iflush(void* recvComm, int /*n*/, void** /*data*/, int* /*sizes*/, void** /*mhandles*/, void** request) {
-  if (liveComm(recvComm, "iflush") == nullptr) return kInvalidArgument;
+  Comm* c = liveComm(recvComm, "iflush");
+  if (c == nullptr) return kInvalidArgument;
   if (request == nullptr) return fail(kInvalidArgument, "net iflush: NULL request pointer");
+  if (c->send) return fail(kInvalidArgument, "net iflush: %p is a send connection", recvComm);
   // Host memory written by the CPU: nothing to flush (NULL request = done, as NCCL expects).
   *request = nullptr;
   return kSuccess;

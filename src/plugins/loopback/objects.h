@@ -53,6 +53,19 @@ struct ListenComm {
   int fd = -1;  // SOCK_SEQPACKET listener: other processes' ranks connect here (channel.h)
 };
 
+// A flag set under one lock and read under another (a rank deregistering its window while a
+// peer's put checks it); copyable, so RegEntry stays a value.
+struct SharedFlag {
+  std::atomic<bool> value{false};
+  SharedFlag() = default;
+  SharedFlag(const SharedFlag& o) : value(o.value.load()) {}
+  SharedFlag& operator=(const SharedFlag& o) {
+    value.store(o.value.load());
+    return *this;
+  }
+  explicit operator bool() const { return value.load(std::memory_order_acquire); }
+  void set() { value.store(true, std::memory_order_release); }
+};
 struct RegEntry {
   char* base = nullptr;
   size_t size = 0;
@@ -60,7 +73,7 @@ struct RegEntry {
   int device = -1;    // CUDA device of a kPtrCuda window
   uint64_t flags = 0;
   bool arrived = false;
-  bool deregistered = false;
+  SharedFlag deregistered;
   // A rank of another process: `base` is its window mapped here (null if it could not be
   // shared, e.g. a signal array: signals then travel as messages, data puts are refused).
   bool remote = false;
@@ -109,6 +122,7 @@ struct Group {
   std::condition_variable cv;
   std::vector<CollComm*> members;
   int joined = 0;
+  bool closing = false;  // a rank has left: no rank may (re)join
   std::map<uint64_t, Registration*> regs;  // by collective sequence number
   // [rank][0: host words, 1: device words]
   std::vector<std::unique_ptr<SignalDomain>> signalDomains;
@@ -146,6 +160,10 @@ struct HeldChunk {  // chaos: a piece of an unsignalled put (or get) not issued 
   bool crossProcess = false;  // one side is another process's window mapped here: never "local"
   bool untilTested = false;   // negative control: detached from its op, issued after releaseAt
   std::chrono::steady_clock::time_point releaseAt{};
+  // The peer's window (a put's destination, a get's source), which its owner may deregister
+  // while the piece is held; lives as long as this rank's handle of the same registration, and
+  // this rank settles its held pieces before it releases any handle.
+  const RegEntry* peerWindow = nullptr;
 };
 
 // A signal to a rank of another process, waiting until everything before it on its lane has

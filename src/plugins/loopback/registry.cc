@@ -155,6 +155,10 @@ Result connect(void* handles[], int nranks, int rank, void* listenComm, int nCon
       return fail(kInvalidArgument, "connect: rank %d says %d ranks, an earlier rank said %d", rank, nranks, g->nranks);
     }
     if (g->members[rank] != nullptr) return fail(kInvalidArgument, "connect: rank %d connected twice", rank);
+    if (g->closing) {
+      return fail(kInvalidUsage, "connect: rank %d: a rank of this connection has already closed it (handles reused?)",
+                  rank);
+    }
     g->members[rank] = c.get();
     g->joined++;
   }
@@ -324,44 +328,56 @@ Result deregMrSym(void* collComm, void* mhandle) {
   if (!isLive(collComm, Kind::Coll)) return fail(kInvalidArgument, "deregMrSym: %p is not an open collComm", collComm);
   CollComm& c = *static_cast<CollComm*>(collComm);
   MemHandle* h = static_cast<MemHandle*>(mhandle);
+  Result settled = kSuccess;
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     if (c.handles.erase(h) == 0) {
       return fail(kInvalidArgument, "deregMrSym: %p is not a window registered on this collComm", mhandle);
     }
+    // Ops still open (never tested done: the caller's error) may read or write this window, and
+    // its memory may be freed once this returns: they land first.
+    settled = settleLanes(c, "puts before deregistration");
   }
   releaseHandle(c, h);
-  return kSuccess;
+  return settled;
 }
 
 void releaseHandle(CollComm& c, MemHandle* h) {
   Group& g = *c.group;
   std::lock_guard<std::mutex> glock(g.mutex);
-  h->reg->entries[h->rank].deregistered = true;
+  h->reg->entries[h->rank].deregistered.set();
   h->reg->holders--;
   maybeFreeRegistration(g, h->reg);
   delete h;
 }
 
-void leaveGroup(CollComm& c) {
+Result leaveGroup(CollComm& c) {
   Group* g = c.group;
   {
     // The last rank out takes the Group out of gGroups under the same lock as connect() looks it
     // up, in one step with leaving: otherwise a rank connecting in between (its peers already
-    // closed) would join the Group this one is about to free.
+    // closed) would join the Group this one is about to free. A rank that left cannot come back
+    // (`closing`): its registrations' entries are gone.
     std::lock_guard<std::mutex> lock(gGroupsMutex);
     std::lock_guard<std::mutex> glock(g->mutex);
     g->members[c.rank] = nullptr;
-    if (--g->joined > 0) return;
+    g->closing = true;
+    if (--g->joined > 0) return kSuccess;
     gGroups.erase(g->key);
   }
   // Signal writes of every rank went through the group's domains: let them land before the
   // streams go away.
+  Result result = kSuccess;
   for (auto& d : g->signalDomains) {
-    if (d->timeline) drainTimeline(*d->timeline, c.config.timeoutSeconds, "signal writes");
+    if (!d->timeline) continue;
+    if (Result r = drainTimeline(*d->timeline, c.config.timeoutSeconds, "signal writes before close");
+        r != kSuccess && result == kSuccess) {
+      result = r;
+    }
   }
   for (auto& kv : g->regs) delete kv.second;  // registrations some rank never released
   delete g;
+  return result;
 }
 
 }  // namespace gbl

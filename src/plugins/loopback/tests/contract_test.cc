@@ -235,6 +235,8 @@ static void caseInitConfig() {
   setEnv("GINBENCH_LOOPBACK_BREAK", nullptr);
   setEnv("GINBENCH_LOOPBACK_TIMEOUT", "0");
   CHECK_ERR(ncclGinPlugin_v11.init(&ctx, 1, nullptr), "GINBENCH_LOOPBACK_TIMEOUT=0");
+  setEnv("GINBENCH_LOOPBACK_TIMEOUT", "1e10");  // nanoseconds from now would overflow
+  CHECK_ERR(ncclGinPlugin_v11.init(&ctx, 1, nullptr), "GINBENCH_LOOPBACK_TIMEOUT=1e10");
   setEnv("GINBENCH_LOOPBACK_TIMEOUT", nullptr);
   setEnv("GINBENCH_LOOPBACK_LOCAL_COPY", "sm");
   CHECK_ERR(ncclGinPlugin_v11.init(&ctx, 1, nullptr), "GINBENCH_LOOPBACK_LOCAL_COPY=sm");
@@ -696,6 +698,111 @@ static void caseCloseWithOutstanding() {
   configure(nullptr, nullptr);
 }
 
+// Pieces chaos holds back on a rank's lanes.
+static size_t heldPieces(void* comm) {
+  size_t n = 0;
+  for (const Lane& lane : static_cast<CollComm*>(comm)->lanes) n += lane.held.size();
+  return n;
+}
+
+// Deregistering a window with puts from it still open (never tested: the caller's error) lands
+// them first, so the window's memory may be freed once deregMrSym returns.
+static void caseDeregSettlesHeld() {
+  configure("99", nullptr);
+  const int n = 2, size = 4096;
+  Handles h(n);
+  Barrier b(n);
+  std::vector<std::vector<char>> mem(n, std::vector<char>(size, 0));
+  runRanks(n, [&](int r) {
+    void* comm = connectRank(false, r, n, h, b);
+    std::vector<char> src(size, static_cast<char>(r + 1));
+    void* wh = reg(false, comm, mem[r].data(), size);
+    void* sh = reg(false, comm, src.data(), size);
+    b.wait();
+    for (int i = 0; i < 16; i++) {
+      void* req = nullptr;
+      CHECK_OK(ncclGinPlugin_v11.iput(comm, i * 256, sh, 256, i * 256, wh, 1 - r, &req));
+    }
+    CHECK(heldPieces(comm) > 0, "rank %d: chaos held nothing back, the case tests nothing", r);
+    CHECK_OK(ncclGinPlugin_v11.deregMrSym(comm, sh));
+    std::fill(src.begin(), src.end(), 0);  // as if freed: nothing may read it any more
+    b.wait();
+    bool ok = true;
+    for (int i = 0; i < size; i++) ok = ok && mem[r][i] == static_cast<char>(2 - r);
+    CHECK(ok, "rank %d: puts from a deregistered window had not landed", r);
+    CHECK(heldPieces(comm) == 0, "rank %d: pieces still held after deregistration", r);
+    b.wait();
+    CHECK_OK(ncclGinPlugin_v11.deregMrSym(comm, wh));
+    CHECK_OK(ncclGinPlugin_v11.closeColl(comm));
+  });
+  configure(nullptr, nullptr);
+}
+
+// A peer deregisters the destination of puts chaos still holds back: they are dropped with an
+// error, never written into memory that is no longer registered.
+static void casePeerDeregDropsHeld() {
+  configure("99", nullptr);
+  const int n = 2, size = 4096;
+  Handles h(n);
+  Barrier b(n);
+  std::vector<char> dst(size, 0), src(size, 7);
+  runRanks(n, [&](int r) {
+    void* comm = connectRank(false, r, n, h, b);
+    void* wh = reg(false, comm, r == 1 ? dst.data() : src.data(), size);
+    void* sh = reg(false, comm, src.data(), size);
+    b.wait();
+    if (r == 0) {
+      for (int i = 0; i < 16; i++) {
+        void* req = nullptr;
+        CHECK_OK(ncclGinPlugin_v11.iput(comm, i * 256, sh, 256, i * 256, wh, 1, &req));
+      }
+      CHECK(heldPieces(comm) > 0, "chaos held nothing back, the case tests nothing");
+    }
+    b.wait();
+    if (r == 1) {
+      CHECK_OK(ncclGinPlugin_v11.deregMrSym(comm, wh));
+      std::fill(dst.begin(), dst.end(), 0x55);  // reused by the program
+    }
+    b.wait();
+    if (r == 0) {  // progress issues held pieces as their holds run out
+      bool refused = false;
+      for (int i = 0; i < 1000 && heldPieces(comm) > 0; i++) {
+        if (ncclGinPlugin_v11.ginProgress(comm) != kSuccess) {
+          refused = refused || strstr(lastWarning(), "deregistered a window while") != nullptr;
+        }
+      }
+      CHECK(heldPieces(comm) == 0, "%zu pieces still held after 1000 progress calls", heldPieces(comm));
+      CHECK(refused, "no error for puts into a deregistered window");
+      bool untouched = true;
+      for (int i = 0; i < size; i++) untouched = untouched && dst[i] == 0x55;
+      CHECK(untouched, "a held put was written into a deregistered window");
+      CHECK_OK(ncclGinPlugin_v11.deregMrSym(comm, wh));
+    }
+    b.wait();
+    CHECK_OK(ncclGinPlugin_v11.deregMrSym(comm, sh));
+    CHECK_OK(ncclGinPlugin_v11.closeColl(comm));
+  });
+  configure(nullptr, nullptr);
+}
+
+// A rank that closed cannot connect again into the connection its peers still hold (with the
+// same handles): its registrations there are gone.
+static void caseRejoinRefused() {
+  configure(nullptr, nullptr);
+  const int n = 2;
+  Handles h(n);
+  void* listens[2] = {nullptr, nullptr};
+  void* comms[2] = {nullptr, nullptr};
+  for (int r = 0; r < n; r++) CHECK_OK(ncclGinPlugin_v11.listen(nullptr, 0, h.ptrs[r], &listens[r]));
+  for (int r = 0; r < n; r++) CHECK_OK(ncclGinPlugin_v11.connect(nullptr, h.ptrs.data(), n, r, listens[r], &comms[r]));
+  CHECK_OK(ncclGinPlugin_v11.closeColl(comms[1]));
+  void* again = nullptr;
+  CHECK_ERR(ncclGinPlugin_v11.connect(nullptr, h.ptrs.data(), n, 1, listens[1], &again), "already closed it");
+  CHECK(again == nullptr, "a refused connect returned a connection");
+  CHECK_OK(ncclGinPlugin_v11.closeColl(comms[0]));
+  for (void* l : listens) CHECK_OK(ncclGinPlugin_v11.closeListen(l));
+}
+
 // A process that drives every GPU as a thread of its own, creating and destroying communicators
 // one after the other: every rank's init, listen/connect of 4 contexts, collective registrations
 // (NCCL's signal array and inlines first, then windows), puts + signals while a progress thread
@@ -834,6 +941,9 @@ static const Case kCases[] = {
     {"bad_calls", caseBadCalls},
     {"rma_specifics", caseRmaSpecifics},
     {"close_with_outstanding", caseCloseWithOutstanding},
+    {"dereg_settles_held", caseDeregSettlesHeld},
+    {"peer_dereg_drops_held", casePeerDeregDropsHeld},
+    {"rejoin_refused", caseRejoinRefused},
     {"concurrent_lifecycles_4", caseConcurrentLifecycles4},
     {"concurrent_lifecycles_8", caseConcurrentLifecycles8},
     {"connect_while_last_leaves", caseConnectWhileLastLeaves},

@@ -733,12 +733,17 @@ void caseNetOneProcess() {
   CHECK_ERR(N.test(nullptr, nullptr, nullptr), "net test");
   CHECK_ERR(N.regMr(send, data, 8, kPtrCuda, &req), "host memory only");
   CHECK_ERR(N.deregMr(send, &bogus), "deregMr");
-  CHECK_ERR(N.connect(nullptr, 0, &bogus, &req, nullptr), "not made by ginbench-loopback");
+  char bogusHandle[kNetHandleMaxSize] = {};  // NCCL passes whole handles
+  CHECK_ERR(N.connect(nullptr, 0, bogusHandle, &req, nullptr), "not made by ginbench-loopback");
   CHECK_ERR(N.closeSend(recv), "is a receive connection");
   CHECK_ERR(N.accept(&bogus, &req, nullptr), "not an open net listen comm");
   void* fl = reinterpret_cast<void*>(1);
   CHECK_OK(N.iflush(recv, 1, &data, nullptr, nullptr, &fl));
   CHECK(fl == nullptr, "iflush of host memory: NULL request (nothing to flush)");
+  CHECK_ERR(N.iflush(send, 1, &data, nullptr, nullptr, &fl), "is a send connection");
+  CHECK_ERR(N.isend(send, data, kMaxNetSize + 1, 0, nullptr, nullptr, &req), "more than maxP2pBytes");
+  size_t hugeSize[1] = {kMaxNetSize + 1};
+  CHECK_ERR(N.irecv(recv, 1, datas, hugeSize, tags, nullptr, nullptr, &req), "more than maxP2pBytes");
   // A too-small receive in one process.
   std::vector<char> small(100);
   void* sreq = nullptr;

@@ -91,6 +91,9 @@ pub fn time_loop(
     for i in 0..p.iters {
         op(i)?;
         events[i as usize + 1].record(&gpu.stream)?;
+        if p.blocking {
+            gpu.stream.synchronize()?;
+        }
     }
     events[p.iters as usize].synchronize()?;
     Ok(Timing { mean_us, cpu_us: cpu / total_ops, samples_us: intervals_us(&events, per_iter_ops)? })

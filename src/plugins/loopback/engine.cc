@@ -381,7 +381,8 @@ Result applySignal(CollComm& c, int context, int sender, uint64_t regSeq, uint64
     return fail(kRemoteError, "a signal from rank %d arrived for window #%llu, which rank %d has deregistered", sender,
                 static_cast<unsigned long long>(regSeq), c.rank);
   }
-  if (offset % sizeof(uint64_t) != 0 || offset > e.size || e.size - offset < sizeof(uint64_t)) {
+  if (offset % sizeof(uint64_t) != 0 || offset > e.size || e.size - offset < sizeof(uint64_t) ||
+      reinterpret_cast<uintptr_t>(e.base) % sizeof(uint64_t) != 0) {
     return fail(kRemoteError, "a signal from rank %d is outside window #%llu (offset %llu of %zu bytes)", sender,
                 static_cast<unsigned long long>(regSeq), static_cast<unsigned long long>(offset), e.size);
   }
@@ -530,6 +531,11 @@ Result put(void* collComm, const PutArgs& a, void** request) {
                           &sig);
         r != kSuccess) {
       return noteError(c, r);
+    }
+    // The word is written whole (a 64-bit stream write or store): its window's base must be aligned too.
+    if (reinterpret_cast<uintptr_t>(sig) % sizeof(uint64_t) != 0) {
+      return noteError(c, fail(kInvalidArgument, "%s: the signal word at %p (rank %u's window) is not 8-byte aligned",
+                               what, static_cast<void*>(sig), a.rank));
     }
   }
 
@@ -735,15 +741,28 @@ Result lastError(void* collComm, bool* hasError) {
 
 Result settleLanes(CollComm& c, const char* what) {
   Result result = kSuccess;
+  size_t dropped = 0;
   for (Lane& lane : c.lanes) {
+    // Pieces for a window its owner deregistered (its memory may be freed) cannot land, nor can
+    // the negative control's late data once a window may be gone; neither makes this call fail.
+    auto gone = [](const HeldChunk& h) { return h.untilTested || (h.peerWindow != nullptr && h.peerWindow->deregistered); };
+    for (const HeldChunk& h : lane.held) {
+      if (!gone(h)) continue;
+      if (h.req != nullptr) h.req->heldChunks--;
+      if (!h.untilTested) dropped++;
+    }
+    lane.held.erase(std::remove_if(lane.held.begin(), lane.held.end(), gone), lane.held.end());
     if (Result r = releaseHeld(c, lane, Release::All); r != kSuccess && result == kSuccess) result = r;
-    // The negative control's late data never lands once a window may be gone.
-    lane.held.clear();
     if (lane.timeline) {
       if (Result r = drainTimeline(*lane.timeline, c.config.timeoutSeconds, what); r != kSuccess && result == kSuccess) {
         result = r;
       }
     }
+  }
+  if (dropped > 0) {
+    warn("rank %d, %s: %zu held piece(s) of puts or gets that never completed were dropped: their windows' owners had "
+         "deregistered them",
+         c.rank, what, dropped);
   }
   return result;
 }

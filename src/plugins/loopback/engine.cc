@@ -383,8 +383,8 @@ Result applySignal(CollComm& c, int context, int sender, uint64_t regSeq, uint64
   }
   if (offset % sizeof(uint64_t) != 0 || offset > e.size || e.size - offset < sizeof(uint64_t) ||
       reinterpret_cast<uintptr_t>(e.base) % sizeof(uint64_t) != 0) {
-    return fail(kRemoteError, "a signal from rank %d is outside window #%llu (offset %llu of %zu bytes)", sender,
-                static_cast<unsigned long long>(regSeq), static_cast<unsigned long long>(offset), e.size);
+    return fail(kRemoteError, "a signal from rank %d is outside window #%llu or misaligned (offset %llu of %zu bytes)",
+                sender, static_cast<unsigned long long>(regSeq), static_cast<unsigned long long>(offset), e.size);
   }
   return writeSignal(c, c.rank, nullptr, nullptr, e, reg, offset, reinterpret_cast<uint64_t*>(e.base + offset), delta,
                      0, /*orderAfterLane=*/false);
@@ -745,7 +745,9 @@ Result settleLanes(CollComm& c, const char* what) {
   for (Lane& lane : c.lanes) {
     // Pieces for a window its owner deregistered (its memory may be freed) cannot land, nor can
     // the negative control's late data once a window may be gone; neither makes this call fail.
-    auto gone = [](const HeldChunk& h) { return h.untilTested || (h.peerWindow != nullptr && h.peerWindow->deregistered); };
+    auto gone = [](const HeldChunk& h) {
+      return h.untilTested || (h.peerWindow != nullptr && h.peerWindow->deregistered);
+    };
     for (const HeldChunk& h : lane.held) {
       if (!gone(h)) continue;
       if (h.req != nullptr) h.req->heldChunks--;
@@ -754,9 +756,8 @@ Result settleLanes(CollComm& c, const char* what) {
     lane.held.erase(std::remove_if(lane.held.begin(), lane.held.end(), gone), lane.held.end());
     if (Result r = releaseHeld(c, lane, Release::All); r != kSuccess && result == kSuccess) result = r;
     if (lane.timeline) {
-      if (Result r = drainTimeline(*lane.timeline, c.config.timeoutSeconds, what); r != kSuccess && result == kSuccess) {
-        result = r;
-      }
+      Result r = drainTimeline(*lane.timeline, c.config.timeoutSeconds, what);
+      if (r != kSuccess && result == kSuccess) result = r;
     }
   }
   if (dropped > 0) {

@@ -334,7 +334,9 @@ Result isend(void* sendComm, void* data, size_t size, int tag, void* mhandle, vo
   if (!c->send) return fail(kInvalidArgument, "net isend: %p is a receive connection", sendComm);
   if (data == nullptr && size > 0) return fail(kInvalidArgument, "net isend: NULL data");
   // test() reports sizes as int: the plugin advertises maxP2pBytes = kMaxNetSize.
-  if (size > kMaxNetSize) return fail(kInvalidArgument, "net isend: %zu bytes, more than maxP2pBytes %zu", size, kMaxNetSize);
+  if (size > kMaxNetSize) {
+    return fail(kInvalidArgument, "net isend: %zu bytes, more than maxP2pBytes %zu", size, kMaxNetSize);
+  }
   std::lock_guard<std::mutex> lock(c->mutex);
   if (c->error != kSuccess) return fail(c->error, "net isend to pid %d: %s", c->peerPid, c->why.c_str());
   if (Result r = checkMr(*c, mhandle, "isend"); r != kSuccess) return r;

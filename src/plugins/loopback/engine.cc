@@ -176,7 +176,7 @@ Result issueCopy(CollComm& c, Lane& lane, Request* req, const HeldChunk& piece) 
 // error: on a NIC, a write into memory no longer registered), then it is dropped.
 Result issueHeld(CollComm& c, Lane& lane, const HeldChunk& h) {
   if (h.req != nullptr) h.req->heldChunks--;
-  if (h.peerWindow != nullptr && h.peerWindow->deregistered) {
+  if (h.windowGone()) {
     return fail(kInvalidUsage, "rank %d deregistered a window while a put or get of rank %d to it was in flight",
                 lane.peer, c.rank);
   }
@@ -745,9 +745,7 @@ Result settleLanes(CollComm& c, const char* what) {
   for (Lane& lane : c.lanes) {
     // Pieces for a window its owner deregistered (its memory may be freed) cannot land, nor can
     // the negative control's late data once a window may be gone; neither makes this call fail.
-    auto gone = [](const HeldChunk& h) {
-      return h.untilTested || (h.peerWindow != nullptr && h.peerWindow->deregistered);
-    };
+    auto gone = [](const HeldChunk& h) { return h.untilTested || h.windowGone(); };
     for (const HeldChunk& h : lane.held) {
       if (!gone(h)) continue;
       if (h.req != nullptr) h.req->heldChunks--;

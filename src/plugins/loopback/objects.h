@@ -164,6 +164,7 @@ struct HeldChunk {  // chaos: a piece of an unsignalled put (or get) not issued 
   // while the piece is held; lives as long as this rank's handle of the same registration, and
   // this rank settles its held pieces before it releases any handle.
   const RegEntry* peerWindow = nullptr;
+  bool windowGone() const { return peerWindow != nullptr && peerWindow->deregistered; }
 };
 
 // A signal to a rank of another process, waiting until everything before it on its lane has

@@ -680,6 +680,27 @@ static size_t heldPieces(void* comm) {
   return n;
 }
 
+// Rank r of 2, under chaos: connects, registers `dst` (its window) and `src`, and puts all of src
+// into the peer's window in 16 pieces it never tests; asserts that chaos held some back.
+struct HeldPuts {
+  void* comm;
+  void* wh;
+  void* sh;
+};
+static HeldPuts putHeldBack(int r, int n, Handles& h, Barrier& b, std::vector<char>& dst, std::vector<char>& src) {
+  void* comm = connectRank(false, r, n, h, b);
+  void* wh = reg(false, comm, dst.data(), dst.size());
+  void* sh = reg(false, comm, src.data(), src.size());
+  b.wait();
+  for (int i = 0; i < 16; i++) {
+    void* req = nullptr;
+    const size_t piece = src.size() / 16;
+    CHECK_OK(ncclGinPlugin_v11.iput(comm, i * piece, sh, piece, i * piece, wh, 1 - r, &req));
+  }
+  CHECK(heldPieces(comm) > 0, "rank %d: chaos held nothing back, the case tests nothing", r);
+  return HeldPuts{comm, wh, sh};
+}
+
 // Closing with operations still held back by chaos and never tested: they are issued, the
 // connection closes, nothing hangs. Rank 0 closes first, so its puts land in rank 1's window;
 // rank 1's held puts to rank 0's window, deregistered by then, are dropped (and close succeeds).
@@ -690,21 +711,13 @@ static void caseCloseWithOutstanding() {
   Barrier b(n);
   std::vector<std::vector<char>> mem(n, std::vector<char>(size, 0));
   runRanks(n, [&](int r) {
-    void* comm = connectRank(false, r, n, h, b);
     std::vector<char> src(size, static_cast<char>(r + 1));
-    void* wh = reg(false, comm, mem[r].data(), size);
-    void* sh = reg(false, comm, src.data(), size);
+    HeldPuts p = putHeldBack(r, n, h, b, mem[r], src);
     b.wait();
-    for (int i = 0; i < 16; i++) {
-      void* req = nullptr;
-      CHECK_OK(ncclGinPlugin_v11.iput(comm, i * 256, sh, 256, i * 256, wh, 1 - r, &req));
-    }
-    CHECK(heldPieces(comm) > 0, "rank %d: chaos held nothing back, the case tests nothing", r);
-    b.wait();
-    if (r == 0) CHECK_OK(ncclGinPlugin_v11.closeColl(comm));
+    if (r == 0) CHECK_OK(ncclGinPlugin_v11.closeColl(p.comm));
     b.wait();
     if (r == 1) {
-      CHECK_OK(ncclGinPlugin_v11.closeColl(comm));
+      CHECK_OK(ncclGinPlugin_v11.closeColl(p.comm));
       bool ok = true;
       for (int i = 0; i < size; i++) ok = ok && mem[1][i] == 1;
       CHECK(ok, "rank 0's held puts were lost at its close");
@@ -722,26 +735,18 @@ static void caseDeregSettlesHeld() {
   Barrier b(n);
   std::vector<std::vector<char>> mem(n, std::vector<char>(size, 0));
   runRanks(n, [&](int r) {
-    void* comm = connectRank(false, r, n, h, b);
     std::vector<char> src(size, static_cast<char>(r + 1));
-    void* wh = reg(false, comm, mem[r].data(), size);
-    void* sh = reg(false, comm, src.data(), size);
-    b.wait();
-    for (int i = 0; i < 16; i++) {
-      void* req = nullptr;
-      CHECK_OK(ncclGinPlugin_v11.iput(comm, i * 256, sh, 256, i * 256, wh, 1 - r, &req));
-    }
-    CHECK(heldPieces(comm) > 0, "rank %d: chaos held nothing back, the case tests nothing", r);
-    CHECK_OK(ncclGinPlugin_v11.deregMrSym(comm, sh));
+    HeldPuts p = putHeldBack(r, n, h, b, mem[r], src);
+    CHECK_OK(ncclGinPlugin_v11.deregMrSym(p.comm, p.sh));
     std::fill(src.begin(), src.end(), 0);  // as if freed: nothing may read it any more
     b.wait();
     bool ok = true;
     for (int i = 0; i < size; i++) ok = ok && mem[r][i] == static_cast<char>(2 - r);
     CHECK(ok, "rank %d: puts from a deregistered window had not landed", r);
-    CHECK(heldPieces(comm) == 0, "rank %d: pieces still held after deregistration", r);
+    CHECK(heldPieces(p.comm) == 0, "rank %d: pieces still held after deregistration", r);
     b.wait();
-    CHECK_OK(ncclGinPlugin_v11.deregMrSym(comm, wh));
-    CHECK_OK(ncclGinPlugin_v11.closeColl(comm));
+    CHECK_OK(ncclGinPlugin_v11.deregMrSym(p.comm, p.wh));
+    CHECK_OK(ncclGinPlugin_v11.closeColl(p.comm));
   });
   configure(nullptr, nullptr);
 }

@@ -58,7 +58,11 @@ impl Run {
         Run {
             schema: SCHEMA.into(),
             benchmark: benchmark.into(),
-            tool: Tool { version: env!("CARGO_PKG_VERSION").into(), git: env!("GINBENCH_GIT").into() },
+            tool: Tool {
+                version: env!("CARGO_PKG_VERSION").into(),
+                git: env!("GINBENCH_GIT").into(),
+                build: BUILD.into(),
+            },
             command: command.into(),
             started_at,
             finished_at: None,
@@ -113,10 +117,18 @@ impl Run {
     }
 }
 
+/// The cargo profile of this binary. A debug build's host code launches kernels more slowly, so
+/// its launch-bound times can read high (on one H100, rows under 20 µs up to 2.3× the release
+/// build's; README, "Regression gate and reports").
+pub const BUILD: &str = if cfg!(debug_assertions) { "debug" } else { "release" };
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Tool {
     pub version: String,
     pub git: String,
+    /// [`BUILD`] of the binary that wrote the run; empty in files written before it was recorded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub build: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

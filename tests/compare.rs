@@ -540,3 +540,20 @@ fn a_loopback_gin_run_is_never_gated_against_a_network_run() {
     let o = compare::compare(&c, &c.clone(), 0.05).unwrap();
     assert!(o.passed && o.env_differences.is_empty());
 }
+
+#[test]
+fn a_debug_build_is_never_gated_against_a_release_build() {
+    let b = run(vec![row("nvl", 1 << 20, 10.0, 11.0, 0)]);
+    let mut c = b.clone();
+    c.tool.build = "debug".into();
+    let e = compare::compare(&b, &c, 0.05).unwrap_err();
+    assert!(e.contains("build profile differs (release -> debug)"), "{e}");
+    assert!(compare::compare(&c, &b, 0.05).unwrap_err().contains("(debug -> release)"));
+    // A file from before the profile was recorded says nothing: it is gated as before.
+    let mut old = b.clone();
+    old.tool.build.clear();
+    assert!(compare::compare(&old, &c, 0.05).unwrap().passed);
+    let mut odd = b.clone();
+    odd.tool.build = "Release".into();
+    assert!(compare::compare(&b, &odd, 0.05).unwrap_err().contains("tool.build is 'Release'"));
+}

@@ -303,6 +303,21 @@ fn a_loopback_run_beside_a_network_run_is_flagged() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[test]
+fn a_debug_build_beside_a_release_build_is_flagged() {
+    let dir = std::env::temp_dir().join(format!("ginbench-report-build-{}", std::process::id()));
+    let mut dbg = run("NVIDIA H200", GinKind::Gdaki, 2.0);
+    dbg.tool.build = "debug".into();
+    let runs = vec![
+        Labeled { label: "rel".into(), run: run("NVIDIA H200", GinKind::Gdaki, 1.0) },
+        Labeled { label: "dbg".into(), run: dbg },
+    ];
+    sidebyside::write(&runs, &dir).unwrap();
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("WARNING: dbg against rel: build profile differs (release -> debug)"), "{md}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Every field of a Row set, so that none is skipped in its JSON.
 fn full_ep_row() -> Row {
     // Every field set, those of interference rows (an EP foreground) included.

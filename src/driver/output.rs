@@ -135,6 +135,9 @@ impl Output {
             "# ginbench {} ({}) {} nccl-headers={} nccl-library={} nccl-path={}\n",
             self.run.tool.version, self.run.tool.git, self.prog, e.nccl.header, e.nccl.library, e.nccl.path
         );
+        if self.run.tool.build == "debug" {
+            s += "# note: a debug build: its host code launches kernels more slowly, so launch-bound times can read high (build with --release for figures)\n";
+        }
         s += describe;
         s += &format!("# ranks {} hosts {} gin: {} ({})\n", e.ranks, e.hosts.len(), e.gin.kind, e.gin.reason);
         if e.gin.backend == "loopback" {

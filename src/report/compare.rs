@@ -144,6 +144,9 @@ pub fn check_values(run: &Run) -> Result<(), String> {
     if !matches!(gin_backend(run), "nccl" | "loopback") {
         return Err(format!("env.gin.backend is '{}': it is 'nccl' or 'loopback'", run.env.gin.backend));
     }
+    if !matches!(run.tool.build.as_str(), "" | "release" | "debug") {
+        return Err(format!("tool.build is '{}': it is 'release' or 'debug'", run.tool.build));
+    }
     if run.env.ranks == 0 && !run.rows.is_empty() {
         return Err("env.ranks is 0: a run with rows ran on at least one rank".into());
     }
@@ -321,7 +324,6 @@ fn busbw(rows: &[&Row]) -> Option<f64> {
     mean(&rows.iter().filter(|r| r.status == Status::Ok).filter_map(|r| r.busbw_gbps).collect::<Vec<_>>())
 }
 
-/// What differs between the two environments, in the fields that explain performance.
 /// Who carried GIN in a run: "nccl" (a NIC, or none) or "loopback" (ginbench's plugin, one host).
 pub fn gin_backend(r: &Run) -> &str {
     if r.env.gin.backend.is_empty() {
@@ -342,6 +344,16 @@ pub fn loopback_mismatch(a: &Run, b: &Run) -> Option<String> {
     })
 }
 
+/// A debug build launches kernels more slowly than a release build (see `results::BUILD`): a gate
+/// across the two would fail a good release candidate, or pass a slow one against a debug
+/// baseline. Runs written before the profile was recorded say nothing and are not refused.
+pub fn build_mismatch(a: &Run, b: &Run) -> Option<String> {
+    let (x, y) = (&a.tool.build, &b.tool.build);
+    (!x.is_empty() && !y.is_empty() && x != y)
+        .then(|| format!("build profile differs ({x} -> {y}): a debug build's launch-bound times can read high"))
+}
+
+/// What differs between the two environments, in the fields that explain performance.
 pub fn env_differences(a: &Run, b: &Run) -> Vec<String> {
     let gpu = |r: &Run| r.env.gpus.first().map(|g| g.name.clone()).unwrap_or_default();
     let fields: [(&str, String, String); 8] = [
@@ -361,11 +373,11 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
     if base.benchmark != cand.benchmark {
         return Err(format!("cannot compare a '{}' run with a '{}' run", base.benchmark, cand.benchmark));
     }
-    if let Some(why) = loopback_mismatch(base, cand) {
-        return Err(format!("{why}: refusing to gate one against the other"));
-    }
     check_values(base).map_err(|e| format!("baseline: {e}"))?;
     check_values(cand).map_err(|e| format!("candidate: {e}"))?;
+    if let Some(why) = loopback_mismatch(base, cand).or_else(|| build_mismatch(base, cand)) {
+        return Err(format!("{why}: refusing to gate one against the other"));
+    }
     check_baseline(base)?;
     if let Some(why) = incomparable(base, cand) {
         return Err(format!("the runs differ in what their times mean ({why}): gate runs of one command line"));

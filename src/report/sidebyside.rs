@@ -105,12 +105,15 @@ pub fn check_plottable(run: &Run) -> Result<(), String> {
     Ok(())
 }
 
-/// A loud line for every run whose GIN backend is loopback while another's is not.
-fn loopback_warnings(runs: &[Labeled]) -> Vec<Block> {
+/// A loud line for every run whose GIN backend is loopback while the first's is not (or the
+/// reverse), and for every run built with another cargo profile than the first.
+fn mismatch_warnings(runs: &[Labeled]) -> Vec<Block> {
+    use super::compare::{build_mismatch, loopback_mismatch};
+    let first = &runs[0];
     runs.iter()
         .skip(1)
-        .filter_map(|l| super::compare::loopback_mismatch(&runs[0].run, &l.run).map(|w| (l, w)))
-        .map(|(l, w)| Block::Text(format!("WARNING: {} against {}: {w}.", l.label, runs[0].label)))
+        .flat_map(|l| [loopback_mismatch(&first.run, &l.run), build_mismatch(&first.run, &l.run)].map(|w| (l, w)))
+        .filter_map(|(l, w)| w.map(|w| Block::Text(format!("WARNING: {} against {}: {w}.", l.label, first.label))))
         .collect()
 }
 
@@ -167,11 +170,11 @@ fn num(v: f64) -> String {
     }
 }
 
-/// What every report starts with: heading, `intro`, the environments side by side, loopback
-/// warnings and how each run's environment differs from the first's.
+/// What every report starts with: heading, `intro`, the environments side by side, loopback and
+/// build warnings and how each run's environment differs from the first's.
 fn preamble(runs: &[Labeled], intro: String) -> Vec<Block> {
     let mut doc = vec![Block::Heading("ginbench report".into()), Block::Text(intro), Block::Table(env_table(runs))];
-    doc.extend(loopback_warnings(runs));
+    doc.extend(mismatch_warnings(runs));
     for l in runs.iter().skip(1) {
         let mut d = super::compare::env_differences(&runs[0].run, &l.run);
         d.extend(super::compare::setting_differences(&runs[0].run, &l.run, shown_settings(&runs[0].run.benchmark)));

@@ -30,7 +30,7 @@ pub fn run(rows: Vec<Row>) -> Run {
     Run {
         schema: SCHEMA.into(),
         benchmark: "alltoall".into(),
-        tool: Tool { version: "0.1.0".into(), git: "x".into() },
+        tool: Tool { version: "0.1.0".into(), git: "x".into(), build: "release".into() },
         command: "alltoall_perf".into(),
         started_at: "2026-11-21T10:00:00Z".into(),
         finished_at: None,

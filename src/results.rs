@@ -73,10 +73,11 @@ impl Run {
         }
     }
 
-    /// The dispatch dtype of each row: its own dtype, and for a combine that of the dispatch it
-    /// followed (ep_perf and interference_perf write each combine right after its dispatch: same
-    /// impl, mode, tokens, cycle and background). A combine's own dtype is always bf16, so this
-    /// is what tells the combine after an FP8 dispatch from the one after a BF16 dispatch.
+    /// The dispatch dtype of each row: its `dispatch_dtype`, else its own dtype, and for a combine
+    /// without one (files from before the field) that of the dispatch it followed (ep_perf and
+    /// interference_perf write each combine right after its dispatch: same impl, mode, tokens,
+    /// cycle and background). A combine's own dtype is always bf16, so this is what tells the
+    /// combine after an FP8 dispatch from the one after a BF16 dispatch.
     pub fn dispatch_dtypes(&self) -> Vec<&str> {
         type At<'a> = (&'a str, Option<&'a str>, Option<u64>, u32, Option<u64>);
         let mut last: std::collections::HashMap<At, &str> = Default::default();
@@ -90,7 +91,9 @@ impl Run {
                     r.cycle,
                     r.background.as_ref().map(|b| b.size_bytes),
                 );
-                if r.phase.as_deref() == Some("combine") {
+                if let Some(d) = &r.dispatch_dtype {
+                    d
+                } else if r.phase.as_deref() == Some("combine") {
                     last.get(&at).copied().unwrap_or(&r.dtype)
                 } else {
                     last.insert(at, &r.dtype);
@@ -267,6 +270,10 @@ pub struct Row {
     /// EP rows: dispatch | combine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
+    /// EP rows: the dispatch's payload (bf16 | fp8); on a combine row, that of the dispatch it
+    /// followed (the combine's own `dtype` is always bf16). Absent in files written before it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_dtype: Option<String>,
     /// EP rows: tokens per rank.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<u64>,

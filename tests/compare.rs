@@ -115,6 +115,21 @@ fn combines_after_bf16_and_fp8_dispatches_are_different_rows() {
     let mut lost = ep(40.0);
     lost.rows.pop();
     assert_eq!(verdict(&compare::compare(&ep(40.0), &lost, 0.05).unwrap(), "after-dispatch=fp8"), Verdict::Missing);
+    // Rows that name their dispatch (dispatch_dtype, written since) match by it, whatever their
+    // order: here the combines come last, the one after FP8 first.
+    let named = |combine_after_fp8: f64| {
+        let mut r = ep(40.0);
+        r.rows.swap(1, 2);
+        r.rows.swap(2, 3);
+        r.rows[3].time_us = Some(combine_after_fp8);
+        for (row, d) in r.rows.iter_mut().zip(["bf16", "fp8", "fp8", "bf16"]) {
+            row.dispatch_dtype = Some(d.into());
+        }
+        r
+    };
+    let o = compare::compare(&named(40.0), &named(44.0), 0.05).unwrap();
+    assert_eq!(verdict(&o, "combine tokens=128 after-dispatch=bf16"), Verdict::Regression);
+    assert_eq!(verdict(&o, "combine tokens=128 after-dispatch=fp8"), Verdict::Unchanged);
 }
 
 #[test]

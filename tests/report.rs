@@ -323,6 +323,7 @@ fn full_ep_row() -> Row {
     // Every field set, those of interference rows (an EP foreground) included.
     Row {
         busbw_gbps: Some(1.5),
+        dispatch_dtype: Some("fp8".into()),
         reason: Some("a reason, with a comma and \"quotes\"".into()),
         cycle: 2,
         alone_us: Some(60.3123456789),

@@ -4,7 +4,7 @@ use super::cli::Config;
 use super::device::{Checks, Inputs};
 use super::metrics::{self, Mode, Phase};
 use super::reference::Layout;
-use super::shape::Payload;
+use super::shape::{Payload, Shape};
 use super::{Ctx, EpImpl};
 use crate::bootstrap::Bootstrap;
 use crate::cuda::Gpu;
@@ -15,6 +15,26 @@ use crate::harness::{self, watchdog, LoopParams};
 use crate::nccl::Comm;
 use crate::report::table;
 use crate::results::{Env, Placement, Row, Status, Summary};
+
+/// What every EP row says of its operation (ep_perf's and interference_perf's): a combine's own
+/// dtype is always BF16, and `dispatch_dtype` names the payload of the dispatch it followed.
+pub fn row_base(name: &str, mode: Mode, phase: Phase, payload: Payload, tokens: usize, s: &Shape, cycle: u32) -> Row {
+    Row {
+        impl_name: name.into(),
+        count: (tokens * s.hidden) as u64,
+        dtype: if phase == Phase::Dispatch { payload.name() } else { "bf16" }.into(),
+        placement: Placement::OutOfPlace,
+        mode: Some(mode.name().into()),
+        phase: Some(phase.name().into()),
+        dispatch_dtype: Some(payload.name().into()),
+        tokens: Some(tokens as u64),
+        hidden: Some(s.hidden as u64),
+        topk: Some(s.topk as u64),
+        experts: Some(s.experts as u64),
+        cycle,
+        ..Default::default()
+    }
+}
 
 impl Benchmark for Config {
     const PROG: &'static str = "ep_perf";
@@ -239,21 +259,10 @@ impl State<'_> {
     }
 
     fn base(&self, at: At, phase: Phase) -> Row {
-        let (s, At { name, mode, payload, tokens, cycle }) = (&self.cfg.shape, at);
+        let At { name, mode, payload, tokens, cycle } = at;
         Row {
-            impl_name: name.into(),
-            count: (tokens * s.hidden) as u64,
-            dtype: if phase == Phase::Dispatch { payload.name() } else { "bf16" }.into(),
-            placement: Placement::OutOfPlace,
-            mode: Some(mode.name().into()),
-            phase: Some(phase.name().into()),
-            tokens: Some(tokens as u64),
-            hidden: Some(s.hidden as u64),
-            topk: Some(s.topk as u64),
-            experts: Some(s.experts as u64),
             bw_definition: Some(metrics::bw_definition(mode).into()),
-            cycle,
-            ..Default::default()
+            ..row_base(name, mode, phase, payload, tokens, &self.cfg.shape, cycle)
         }
     }
 

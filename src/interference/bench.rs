@@ -10,7 +10,7 @@ use crate::bootstrap::group::Group;
 use crate::bootstrap::Bootstrap;
 use crate::cuda::Gpu;
 use crate::driver::{self, Benchmark, Output, RankCtx};
-use crate::ep::bench::Phases;
+use crate::ep::bench::{row_base, Phases};
 use crate::ep::device::Checks;
 use crate::ep::metrics::{Mode, Phase};
 use crate::ep::reference::Layout as EpLayout;
@@ -528,19 +528,8 @@ impl Runner<'_> {
                 for &t in &tokens {
                     for phase in [Phase::Dispatch, Phase::Combine] {
                         let base = Row {
-                            impl_name: info.name.into(),
-                            count: (t * shape.hidden) as u64,
-                            dtype: if phase == Phase::Dispatch { payload.name() } else { "bf16" }.into(),
-                            placement: Placement::OutOfPlace,
-                            mode: Some(mode.name().into()),
-                            phase: Some(phase.name().into()),
-                            tokens: Some(t as u64),
-                            hidden: Some(shape.hidden as u64),
-                            topk: Some(shape.topk as u64),
-                            experts: Some(shape.experts as u64),
                             sms: imp.as_ref().ok().and_then(|i| i.sms()),
-                            cycle: out.cycle,
-                            ..Default::default()
+                            ..row_base(info.name, mode, phase, *payload, t, shape, out.cycle)
                         };
                         out.section(
                             &format!(

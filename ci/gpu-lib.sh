@@ -1,10 +1,14 @@
 # Sourced by the ci/gpu-* scripts: the repository root as working folder, the binaries ($bin, from
 # $GINBENCH_BIN, default target/release), this node's GPU count ($n; exit 8 without a GPU),
 # NCCL_NVLS_ENABLE=0 unless set, mpirun's root flag ($root), the virtual nodes the emulated impls
-# take ($nodes: 2 where there are 2 GPUs or more), and run / expect, which append a
+# take ($nodes: 2 where there are 2 GPUs or more), from_caller, and run / expect, which append a
 # run's table to $out/tables.txt and its JSON to $out/NAME.json and set fail=1 on a wrong exit.
+caller=$PWD
+# from_caller PATH: PATH as the caller meant it, from the folder the script was started in.
+from_caller() { case $1 in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$caller/$1" ;; esac; }
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
-bin=${GINBENCH_BIN:-target/release}
+bin=target/release
+[ -n "${GINBENCH_BIN:-}" ] && bin=$(from_caller "$GINBENCH_BIN")
 n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ "${n:-0}" -lt 1 ]; then echo "$(basename "$0"): no GPU found" >&2; exit 8; fi
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}

@@ -49,3 +49,70 @@ fn gpu_bench_refuses_bad_usage_and_a_node_without_gpus() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A scratch folder with an `nvidia-smi` that lists one GPU and fake binaries in `bin/` that log
+/// their arguments to `log`: `alltoall_perf` writes `{}` to its `-J` file; `ginbench compare`
+/// exits 2 on a baseline whose text says "bad", else 0.
+fn fake_gpu_node(tag: &str) -> (PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("ginbench-fakegpu-{tag}-{}", std::process::id()));
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = dir.join("log");
+    let exe = |p: PathBuf, text: String| {
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    };
+    exe(dir.join("nvidia-smi"), "#!/bin/sh\necho 'GPU 0: Fake GPU (UUID: GPU-0)'\n".into());
+    let l = log.display();
+    exe(
+        bin.join("alltoall_perf"),
+        format!("#!/bin/sh\necho \"alltoall_perf $*\" >> {l}\nwhile [ $# -gt 0 ]; do [ \"$1\" = -J ] && echo '{{}}' > \"$2\"; shift; done\n"),
+    );
+    exe(
+        bin.join("ginbench"),
+        format!(
+            "#!/bin/sh\necho \"ginbench $*\" >> {l}\n[ \"$1\" = compare ] && grep -q bad \"$2\" && exit 2\nexit 0\n"
+        ),
+    );
+    let path = format!("{}:{}", dir.display(), std::env::var("PATH").unwrap_or_default());
+    (dir, path)
+}
+
+#[test]
+fn gpu_regression_takes_paths_from_where_it_starts_and_checks_the_baseline_first() {
+    let (dir, path) = fake_gpu_node("regression");
+    std::fs::write(dir.join("base.json"), "good").unwrap();
+    std::fs::write(dir.join("broken.json"), "bad").unwrap();
+    let gate = |args: &[&str]| {
+        let _ = std::fs::remove_file(dir.join("log"));
+        let o = Command::new(Path::new(ROOT).join("ci/gpu-regression"))
+            .args(args)
+            .current_dir(&dir)
+            .env("PATH", &path)
+            .env("GINBENCH_BIN", "bin") // relative: from where the script starts
+            .output()
+            .unwrap();
+        (o, std::fs::read_to_string(dir.join("log")).unwrap_or_default())
+    };
+    // Compare flags without OUTDIR: the default folder, and the flags go to compare.
+    let (o, log) = gate(&["base.json", "--threshold", "5%"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let d = dir.display();
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines[0], format!("ginbench compare {d}/base.json {d}/base.json"), "{log}");
+    assert!(
+        lines[1].starts_with("alltoall_perf ") && lines[1].ends_with(&format!("-J {d}/gate-results/candidate.json"))
+    );
+    assert!(lines[2].ends_with("--threshold 5%"), "{log}");
+    assert!(dir.join("gate-results/candidate.json").exists() && !dir.join("--threshold").exists());
+    // An OUTDIR, relative to the caller.
+    let (o, _) = gate(&["base.json", "out", "--threshold", "5%"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(dir.join("out/compare.txt").exists());
+    // A baseline the gate cannot use: exit 2 before the suite runs, nothing written.
+    let (o, log) = gate(&["broken.json", "never"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("the baseline is unusable"));
+    assert!(!log.contains("alltoall_perf") && !dir.join("never").exists(), "{log}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,5 +1,6 @@
-//! The GPU scripts (`ci/gpu-*`) cannot run here, but they must parse, refuse bad usage before
-//! they look for a GPU, and stop with one line on a node without one, never start a benchmark.
+//! The GPU scripts (`ci/gpu-*`, `ci/alltoall-node`) cannot run their benchmarks here, but they must
+//! parse, refuse bad usage before they look for a GPU, and stop with one line on a node without
+//! one, never start a benchmark; on a fake one-GPU node, `ci/gpu-regression` shows what it runs.
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -23,7 +24,7 @@ fn script(name: &str, args: &[&str], path: &str) -> Output {
 
 #[test]
 fn gpu_scripts_parse() {
-    for s in ["gpu-test", "gpu-bench", "gpu-regression", "gpu-lib.sh"] {
+    for s in ["gpu-test", "gpu-bench", "gpu-regression", "gpu-lib.sh", "alltoall-node"] {
         let o = Command::new("bash").arg("-n").arg(Path::new(ROOT).join("ci").join(s)).output().unwrap();
         assert!(o.status.success(), "{s}: {}", String::from_utf8_lossy(&o.stderr));
     }
@@ -114,5 +115,18 @@ fn gpu_regression_takes_paths_from_where_it_starts_and_checks_the_baseline_first
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("the baseline is unusable"));
     assert!(!log.contains("alltoall_perf") && !dir.join("never").exists(), "{log}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn alltoall_node_stops_on_a_node_without_gpus_before_it_builds() {
+    let (dir, path) = no_gpu_path("node");
+    let o = script("alltoall-node", &["-J", "node.json"], &path);
+    assert_eq!(o.status.code(), Some(8));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr).trim_end(),
+        "ci/alltoall-node: no GPU found (nvidia-smi -L lists none)"
+    );
+    assert!(o.stdout.is_empty(), "it built: {}", String::from_utf8_lossy(&o.stdout));
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -333,6 +333,13 @@ fn skipped(cfg: &Config, n: u64, impl_name: &str, count: u64, placement: Placeme
     }
 }
 
+/// The row's time, algbw and busbw. As in nccl-tests, `-C` shows the host enqueue time, and the
+/// bandwidths stay those of the completion time (data has not moved when the host is done).
+fn shown(red: &driver::output::Reduced, cputime: bool, size_bytes: u64, ranks: u64) -> (f64, f64, f64) {
+    let (alg, bus) = sizes::alltoall_bw(size_bytes, red.time_us, ranks);
+    (if cputime { red.cpu_us } else { red.time_us }, alg, bus)
+}
+
 /// One measurement reduced over ranks into a row (every rank calls this; rank 0 keeps it).
 fn measured(
     r: &Rank,
@@ -344,17 +351,16 @@ fn measured(
     m: &Measured,
 ) -> Row {
     let n = r.boot.size();
-    let mine = if cfg.cputime { m.timing.cpu_us } else { m.timing.mean_us };
-    let red = driver::output::reduce(r.boot, cfg.common.average, mine, &m.timing, m.wrong, &[]);
+    let red = driver::output::reduce(r.boot, cfg.common.average, &m.timing, m.wrong, &[]);
     let size_bytes = n as u64 * count * cfg.dtype.size();
-    let (alg, bus) = sizes::alltoall_bw(size_bytes, red.time_us, n as u64);
+    let (time, alg, bus) = shown(&red, cfg.cputime, size_bytes, n as u64);
     Row {
         impl_name: impl_name.into(),
         size_bytes,
         count,
         dtype: cfg.dtype.name().into(),
         placement,
-        time_us: Some(red.time_us),
+        time_us: Some(time),
         p50_us: red.p50_us,
         p99_us: red.p99_us,
         algbw_gbps: Some(alg),
@@ -409,5 +415,22 @@ mod tests {
         assert_eq!(json["gin"], serde_json::json!({"contexts": 2}));
         gin_transport::record_granted(&crate::bootstrap::threads::group(1)[0], &mut json, GIN, "gin", Some(4));
         assert_eq!(json["gin"], serde_json::json!({"contexts": 2, "granted": {"gin": 4}}));
+    }
+
+    #[test]
+    fn cputime_changes_the_time_shown_not_the_bandwidth() {
+        // 2 GiB per rank on 4 ranks: 4495.6 µs to complete, 5 µs to enqueue.
+        let red = driver::output::Reduced {
+            time_us: 4495.6,
+            cpu_us: 5.0,
+            p50_us: None,
+            p99_us: None,
+            wrong: None,
+            extras: vec![],
+        };
+        let (t, alg, bus) = shown(&red, true, 2 << 30, 4);
+        assert_eq!(t, 5.0);
+        assert!((alg - 477.68).abs() < 0.01 && (bus - 358.26).abs() < 0.01, "{alg} {bus}");
+        assert_eq!(shown(&red, false, 2 << 30, 4), (4495.6, alg, bus));
     }
 }

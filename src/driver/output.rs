@@ -31,8 +31,10 @@ pub struct Output {
 /// One measurement reduced over ranks.
 #[derive(Debug, Clone)]
 pub struct Reduced {
-    /// Time per `-a`.
+    /// Completion time per `-a`: what bandwidths are computed from.
     pub time_us: f64,
+    /// Host enqueue time per `-a` (`-C 1` prints it in place of the completion time).
+    pub cpu_us: f64,
     /// Per-iteration percentiles of the slowest rank.
     pub p50_us: Option<f64>,
     pub p99_us: Option<f64>,
@@ -42,17 +44,9 @@ pub struct Reduced {
     pub extras: Vec<f64>,
 }
 
-/// Reduce one measurement over every rank (collective). `time_us` is this rank's time (mean
-/// completion time, or host time with `-C 1`); `extras` are averaged.
-pub fn reduce(
-    boot: &dyn Bootstrap,
-    average: u32,
-    time_us: f64,
-    timing: &Timing,
-    wrong: Option<u64>,
-    extras: &[f64],
-) -> Reduced {
-    let mut mine = vec![time_us, wrong.map(|w| w as f64).unwrap_or(-1.0)];
+/// Reduce one measurement over every rank (collective); `extras` are averaged.
+pub fn reduce(boot: &dyn Bootstrap, average: u32, timing: &Timing, wrong: Option<u64>, extras: &[f64]) -> Reduced {
+    let mut mine = vec![timing.mean_us, timing.cpu_us, wrong.map(|w| w as f64).unwrap_or(-1.0)];
     mine.extend(extras);
     let head = mine.len();
     mine.extend(&timing.samples_us);
@@ -62,10 +56,11 @@ pub fn reduce(
     let pct = stats::percentiles(&stats::slowest_per_iteration(&samples));
     Reduced {
         time_us: stats::reduce(&pick(0), average),
+        cpu_us: stats::reduce(&pick(1), average),
         p50_us: pct.map(|p| p.0),
         p99_us: pct.map(|p| p.1),
-        wrong: wrong.map(|_| pick(1).iter().map(|&w| w.max(0.0) as u64).sum()),
-        extras: (2..head).map(|i| pick(i).iter().sum::<f64>() / all.len() as f64).collect(),
+        wrong: wrong.map(|_| pick(2).iter().map(|&w| w.max(0.0) as u64).sum()),
+        extras: (3..head).map(|i| pick(i).iter().sum::<f64>() / all.len() as f64).collect(),
     }
 }
 
@@ -245,6 +240,32 @@ fn shared_gpu_note(gpus: &[crate::results::Gpu]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reduce_takes_each_time_per_a_and_sums_wrong_elements() {
+        let timings = [(10.0, 1.0, vec![9.0, 30.0]), (20.0, 3.0, vec![12.0, 11.0])];
+        for (average, time, cpu) in [(0, 10.0, 1.0), (1, 15.0, 2.0), (2, 10.0, 1.0), (3, 20.0, 3.0)] {
+            let reds: Vec<Reduced> = std::thread::scope(|s| {
+                let hs: Vec<_> = crate::bootstrap::threads::group(2)
+                    .into_iter()
+                    .zip(&timings)
+                    .map(|(b, (mean_us, cpu_us, samples_us))| {
+                        s.spawn(move || {
+                            let t = Timing { mean_us: *mean_us, cpu_us: *cpu_us, samples_us: samples_us.clone() };
+                            reduce(&b, average, &t, Some(b.rank() as u64 + 1), &[b.rank() as f64])
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            for r in &reds {
+                assert_eq!((r.time_us, r.cpu_us, r.wrong), (time, cpu, Some(3)), "-a {average}");
+                assert_eq!(r.extras, vec![0.5]);
+                // the slowest rank per iteration: 12 and 30
+                assert!((r.p50_us.unwrap() - 12.0).abs() < 0.01 && (r.p99_us.unwrap() - 30.0).abs() < 0.01);
+            }
+        }
+    }
 
     #[test]
     fn warns_when_ranks_would_share_a_cpu() {

@@ -239,7 +239,7 @@ impl<'a> Step<'a> {
         let bytes = r.boot.size() as u64 * count * r.dtype.size();
         // Rotate through the buffer so that sizes below the L2 cache are not served from it.
         let stride = bytes.next_multiple_of(4096).max(4096);
-        let slots = (r.recv.bytes as u64 / stride).clamp(1, iters as u64);
+        let slots = (r.recv.bytes as u64 / stride).clamp(1, iters as u64 * agg as u64);
         Step { r, imp, count, inplace, agg, stride, slots }
     }
 
@@ -247,14 +247,15 @@ impl<'a> Step<'a> {
         (if self.inplace { self.r.recv.ptr } else { self.r.send.ptr }, self.r.recv.ptr)
     }
 
-    /// Enqueue timed iteration `i`: `agg` operations at the i-th rotating offset.
+    /// Enqueue timed iteration `i`: `agg` operations, each at the next rotating offset (as
+    /// nccl-tests moves on for every operation of `-m`, so none re-reads a block left in L2).
     pub fn op(&self, i: u32) -> Result<()> {
         let (send, recv) = self.buffers();
-        let off = (i as u64 % self.slots) * self.stride;
         if self.agg > 1 {
             nccl::group_start()?;
         }
-        for _ in 0..self.agg {
+        for j in 0..self.agg as u64 {
+            let off = ((i as u64 * self.agg as u64 + j) % self.slots) * self.stride;
             self.imp.launch(self.r, send + off, recv + off, self.count)?;
         }
         if self.agg > 1 {

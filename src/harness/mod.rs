@@ -137,14 +137,18 @@ fn time_graph(
 
     let launches = p.graph_launches as usize;
     let events = (0..=launches).map(|_| gpu.timing_event()).collect::<Result<Vec<_>>>()?;
-    events[0].record(&gpu.stream)?;
-    let t0 = Instant::now();
-    for e in &events[1..] {
-        graph.launch()?;
-        e.record(&gpu.stream)?;
-    }
-    let cpu = t0.elapsed().as_secs_f64() * 1e6;
-    events[launches].synchronize()?;
+    let timed = || -> Result<f64> {
+        events[0].record(&gpu.stream)?;
+        let t0 = Instant::now();
+        for e in &events[1..] {
+            graph.launch()?;
+            e.record(&gpu.stream)?;
+        }
+        let cpu = t0.elapsed().as_secs_f64() * 1e6;
+        events[launches].synchronize()?;
+        Ok(cpu)
+    };
+    let cpu = if p.capture { profile::captured(timed)? } else { timed()? };
     let ops = p.iters as f64 * p.ops_per_iter as f64;
     let mean_us = events[0].elapsed_ms(&events[launches])? as f64 * 1e3 / (ops * launches as f64);
     Ok(Timing { mean_us, cpu_us: cpu / (ops * launches as f64), samples_us: intervals_us(&events, ops)? })

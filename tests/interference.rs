@@ -122,6 +122,19 @@ fn the_gate_keys_by_background_and_compares_together_times() {
 }
 
 #[test]
+fn the_gate_refuses_other_group_sizes_even_without_a_layout() {
+    // Under an MPI launch that does not export its size the layout is not known when the command
+    // line is read (null), but the EP and DP group sizes asked for are.
+    let mut base = sample();
+    base.config = serde_json::json!({"layout": null, "ep": 8, "dp": null});
+    let mut other = base.clone();
+    other.config["ep"] = 16.into();
+    let e = compare::compare(&base, &other, 0.05).unwrap_err();
+    assert!(e.contains("ep: 8 -> 16"), "{e}");
+    assert!(compare::compare(&base, &base.clone(), 0.05).unwrap().passed);
+}
+
+#[test]
 fn impossible_interference_values_are_bad_input() {
     let base = sample();
     type Mutation = Box<dyn Fn(&mut Row)>;

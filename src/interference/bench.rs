@@ -257,11 +257,14 @@ impl Runner<'_> {
             let bg_alone_mine = measure::bg_alone(self.bg, self.world, cfg.common.iters, cfg.common.warmup)?;
             let bg_alone_max = self.world_max(bg_alone_mine);
             let capture = cfg.profile_bg == Some(size);
-            // Together, with more background each time the foreground outlasted it.
+            // Together, with more background each time the foreground outlasted it, and planned
+            // again from the times seen together where the background slowed more than the
+            // foreground and fewer than BG_INSIDE of its iterations lay inside the window.
             let mut stretch = 2.0;
             let mut attempt = 0;
+            let mut times = (fg_alone_max, bg_alone_max);
             let (marks, plan, overlap) = loop {
-                let plan = measure::plan(fg_alone_max, bg_alone_max, cfg.common.iters, stretch);
+                let plan = measure::plan(times.0, times.1, cfg.common.iters, stretch);
                 let fg_loop = || -> Result<()> { (0..plan.fg_iters).try_for_each(|i| (p.op)(i)) };
                 let mut run = || {
                     let label = format!("{} together with {} {size}B", p.label, cfg.bg.name());
@@ -270,11 +273,16 @@ impl Runner<'_> {
                 };
                 let ((), marks) = if capture { crate::profile::captured(run)? } else { run()? };
                 let overlap = self.world_min(marks.overlap());
+                let inside = self.world_min(marks.bg_inside_us().map_or(0.0, |i| i.1 as f64));
                 attempt += 1;
-                if overlap >= 1.0 || attempt == measure::ATTEMPTS {
+                if (overlap >= 1.0 && inside >= measure::BG_INSIDE as f64) || attempt == measure::ATTEMPTS {
                     break (marks, plan, overlap);
                 }
-                stretch *= 2.0;
+                if overlap < 1.0 {
+                    stretch *= 2.0;
+                }
+                let bg_together = marks.bg_inside_us().map_or(marks.bg_us(), |i| i.0);
+                times = (self.world_max(marks.fg_us(plan.fg_iters)), self.world_max(bg_together));
             };
             let (fg_wrong, bg_wrong, check_overlap) = self.check_together(p, fg_alone_max, bg_alone_max)?;
             let row = self.row(
@@ -343,7 +351,8 @@ impl Runner<'_> {
         let bg_alone = self.reduce(m.bg_alone_mine);
         // The background's together time needs whole iterations inside the window on every rank.
         let inside = m.marks.bg_inside_us();
-        let bg_ok = self.world_min(if inside.is_some() { 1.0 } else { 0.0 }) > 0.0;
+        let inside_n = self.world_min(inside.map_or(0.0, |i| i.1 as f64));
+        let bg_ok = inside_n > 0.0;
         let bg_together = self.reduce(inside.map(|i| i.0).unwrap_or(0.0));
         let bg_together = bg_ok.then_some(bg_together);
         let n = self.bg.comm.nranks as u64;
@@ -357,6 +366,11 @@ impl Runner<'_> {
         }
         if !bg_ok {
             notes.push("no background iteration lay wholly inside the foreground window: background together time not measured".into());
+        } else if inside_n < measure::BG_INSIDE as f64 {
+            notes.push(format!(
+                "only {inside_n} background iteration(s) lay wholly inside the foreground window ({} wanted)",
+                measure::BG_INSIDE
+            ));
         }
         if let Some(o) = m.check_overlap.filter(|&o| o < 1.0) {
             notes.push(format!("checked with {:.1}% overlap", o * 100.0));

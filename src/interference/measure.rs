@@ -1,8 +1,10 @@
 //! Alone and together. The background runs on a host thread of its own (as a framework's
 //! communication stream is fed beside its compute), so enqueueing it never delays the
-//! foreground's launches; the foreground starts only after the background's first iteration has
-//! finished on the GPU (its stream waits on that event), and the background's iteration count is
-//! planned from both sides' alone times to outlast the foreground. Events after every background
+//! foreground's launches; the foreground's host thread starts enqueueing only after the
+//! background's first iteration has finished on the GPU and every rank got there (a barrier), so
+//! its window opens on an empty stream with the ranks lined up, as in the alone loop; and the
+//! background's iteration count is planned from both sides' alone times to outlast the
+//! foreground. Events after every background
 //! iteration and around the foreground's loop give the overlap and the background's time over
 //! the iterations that lay wholly inside the foreground's window. Counts are the same on every
 //! rank (planned from times reduced over all ranks), as every collective needs.
@@ -66,6 +68,14 @@ impl Marks {
         (self.fg.1 - self.fg.0) / iters as f64
     }
 
+    /// Mean time of every background iteration after the lead one (what a new plan takes when
+    /// too few lay inside the window).
+    pub fn bg_us(&self) -> f64 {
+        // bg[0] precedes the lead iteration and bg[1] ends it; plans queue at least two.
+        let after_lead = &self.bg[1..];
+        (after_lead[after_lead.len() - 1] - after_lead[0]) / (after_lead.len() - 1).max(1) as f64
+    }
+
     /// Mean time of the background iterations wholly inside the foreground's window, and how
     /// many there were (None: none was).
     pub fn bg_inside_us(&self) -> Option<(f64, usize)> {
@@ -98,8 +108,11 @@ pub fn bg_alone(bg: &mut Background, boot: &dyn Bootstrap, iters: u32, warmup: u
 }
 
 /// Run `bg_iters` iterations of `bg_op` on a background thread, an event after each, and `fg`
-/// on this thread once the first background iteration has finished on the GPU; `fg`'s result,
-/// and the marks (the foreground's window is the events around `fg`'s work on `fg_gpu`).
+/// on this thread once the first background iteration has finished on the GPU on every rank;
+/// `fg`'s result, and the marks (the foreground's window is the events around `fg`'s work on
+/// `fg_gpu`). Waiting on the host, not on the GPU, keeps `fg`'s operations from queueing up
+/// behind that first iteration: a launch-bound foreground would otherwise open its window with a
+/// backlog and read faster than alone.
 pub fn overlapped<T>(
     fg_gpu: &Gpu,
     bg: &mut Background,
@@ -129,7 +142,8 @@ pub fn overlapped<T>(
         });
         let out = match rx.recv() {
             Ok(()) => (|| {
-                fg_gpu.stream.wait(&events[1])?;
+                events[1].synchronize()?;
+                boot.barrier();
                 fs.record(&fg_gpu.stream)?;
                 let t = fg()?;
                 fe.record(&fg_gpu.stream)?;
@@ -183,6 +197,7 @@ mod tests {
         assert_eq!(m.fg_us(5), 10.0);
         // wholly inside: [20,30] [30,40] [40,50] [50,60]
         assert_eq!(m.bg_inside_us(), Some((10.0, 4)));
+        assert_eq!(m.bg_us(), 10.0);
         // The background ended at 100 but the foreground ran to 140: 85 of 125 µs covered.
         let m = Marks { fg: (15.0, 140.0), bg: bg.clone() };
         assert!((m.overlap() - 85.0 / 125.0).abs() < 1e-12);

@@ -269,7 +269,7 @@ fn per_cycle(rows: &[&Row]) -> BTreeMap<u32, usize> {
 
 /// Settings that change what a row's time means without changing its key: a gate across them
 /// would compare different things. (Iteration counts only change the precision.)
-const SAME_SETTINGS: [&str; 12] = [
+const SAME_SETTINGS: [&str; 14] = [
     "agg_iters",
     "average",
     "blocking",
@@ -281,6 +281,10 @@ const SAME_SETTINGS: [&str; 12] = [
     "masked",
     "seed",
     "layout",
+    // interference_perf's EP and DP group sizes: `layout` is null where the rank count was not
+    // known when the command line was read (an MPI launch that does not export its size)
+    "ep",
+    "dp",
     "comms",
 ];
 

@@ -129,6 +129,7 @@ pub fn overlapped<T>(
         let events = &bg_events;
         let h = s.spawn(move || -> Result<()> {
             bg.gpu.ctx.bind_to_thread()?;
+            let _r = crate::profile::range(|| format!("background {} {}B x{bg_iters}", bg.op.name(), bg.bytes()));
             events[0].record(&bg.gpu.stream)?;
             for j in 0..bg_iters {
                 bg_op(bg, j)?;

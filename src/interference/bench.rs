@@ -273,7 +273,8 @@ impl Runner<'_> {
                 };
                 let ((), marks) = if capture { crate::profile::captured(run)? } else { run()? };
                 let overlap = self.world_min(marks.overlap());
-                let inside = self.world_min(marks.bg_inside_us().map_or(0.0, |i| i.1 as f64));
+                let inside_mine = marks.bg_inside_us();
+                let inside = self.world_min(inside_mine.map_or(0.0, |i| i.1 as f64));
                 attempt += 1;
                 if (overlap >= 1.0 && inside >= measure::BG_INSIDE as f64) || attempt == measure::ATTEMPTS {
                     break (marks, plan, overlap);
@@ -281,7 +282,7 @@ impl Runner<'_> {
                 if overlap < 1.0 {
                     stretch *= 2.0;
                 }
-                let bg_together = marks.bg_inside_us().map_or(marks.bg_us(), |i| i.0);
+                let bg_together = inside_mine.map_or(marks.bg_us(), |i| i.0);
                 times = (self.world_max(marks.fg_us(plan.fg_iters)), self.world_max(bg_together));
             };
             let (fg_wrong, bg_wrong, check_overlap) = self.check_together(p, fg_alone_max, bg_alone_max)?;

@@ -4,10 +4,10 @@
 //! background's first iteration has finished on the GPU and every rank got there (a barrier), so
 //! its window opens on an empty stream with the ranks lined up, as in the alone loop; and the
 //! background's iteration count is planned from both sides' alone times to outlast the
-//! foreground. Events after every background
-//! iteration and around the foreground's loop give the overlap and the background's time over
-//! the iterations that lay wholly inside the foreground's window. Counts are the same on every
-//! rank (planned from times reduced over all ranks), as every collective needs.
+//! foreground. Events after every background iteration and around the foreground's loop give the
+//! overlap and the background's time over the iterations that lay wholly inside the foreground's
+//! window. Counts are the same on every rank (planned from times reduced over all ranks), as
+//! every collective needs.
 use super::background::Background;
 use crate::bootstrap::Bootstrap;
 use crate::cuda::Gpu;

@@ -286,9 +286,17 @@ fn the_command_labels_colliding_files_and_refuses_mixed_benchmarks() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The report.md of `runs`, written to a scratch folder of its own and removed again.
+fn report_md(tag: &str, runs: &[Labeled]) -> String {
+    let dir = std::env::temp_dir().join(format!("ginbench-report-{tag}-{}", std::process::id()));
+    sidebyside::write(runs, &dir).unwrap();
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    md
+}
+
 #[test]
 fn a_loopback_run_beside_a_network_run_is_flagged() {
-    let dir = std::env::temp_dir().join(format!("ginbench-report-loopback-{}", std::process::id()));
     let mut lo = run("NVIDIA H200", GinKind::Proxy, 1.0);
     lo.env.gin.backend = "loopback".into();
     lo.env.gin.nodes = 1;
@@ -296,26 +304,21 @@ fn a_loopback_run_beside_a_network_run_is_flagged() {
         Labeled { label: "ib".into(), run: run("NVIDIA H200", GinKind::Gdaki, 2.0) },
         Labeled { label: "loopback".into(), run: lo },
     ];
-    sidebyside::write(&runs, &dir).unwrap();
-    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let md = report_md("loopback", &runs);
     assert!(md.contains("WARNING: loopback against ib: GIN backend differs (nccl -> loopback)"), "{md}");
     assert!(md.contains("loopback, 1 node(s): not a network"), "{md}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn a_debug_build_beside_a_release_build_is_flagged() {
-    let dir = std::env::temp_dir().join(format!("ginbench-report-build-{}", std::process::id()));
     let mut dbg = run("NVIDIA H200", GinKind::Gdaki, 2.0);
     dbg.tool.build = "debug".into();
     let runs = vec![
         Labeled { label: "rel".into(), run: run("NVIDIA H200", GinKind::Gdaki, 1.0) },
         Labeled { label: "dbg".into(), run: dbg },
     ];
-    sidebyside::write(&runs, &dir).unwrap();
-    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    let md = report_md("build", &runs);
     assert!(md.contains("WARNING: dbg against rel: build profile differs (release -> debug)"), "{md}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Every field of a Row set, so that none is skipped in its JSON.

@@ -339,7 +339,7 @@ pub fn gin_backend(r: &Run) -> &str {
 
 /// A loopback GIN run measures a software proxy on one host: its gin / hybrid rows must never be
 /// set beside a network run's as if they were the same thing.
-pub fn loopback_mismatch(a: &Run, b: &Run) -> Option<String> {
+fn loopback_mismatch(a: &Run, b: &Run) -> Option<String> {
     let (x, y) = (gin_backend(a), gin_backend(b));
     (x != y && (x == "loopback" || y == "loopback")).then(|| {
         format!(
@@ -351,10 +351,16 @@ pub fn loopback_mismatch(a: &Run, b: &Run) -> Option<String> {
 /// A debug build launches kernels more slowly than a release build (see `results::BUILD`): a gate
 /// across the two would fail a good release candidate, or pass a slow one against a debug
 /// baseline. Runs written before the profile was recorded say nothing and are not refused.
-pub fn build_mismatch(a: &Run, b: &Run) -> Option<String> {
+fn build_mismatch(a: &Run, b: &Run) -> Option<String> {
     let (x, y) = (&a.tool.build, &b.tool.build);
     (!x.is_empty() && !y.is_empty() && x != y)
         .then(|| format!("build profile differs ({x} -> {y}): a debug build's launch-bound times can read high"))
+}
+
+/// Why two runs must never be set against each other as like for like: the gate refuses them,
+/// the report warns beside them.
+pub fn mismatches(a: &Run, b: &Run) -> Vec<String> {
+    [loopback_mismatch(a, b), build_mismatch(a, b)].into_iter().flatten().collect()
 }
 
 /// What differs between the two environments, in the fields that explain performance.
@@ -379,8 +385,9 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
     }
     check_values(base).map_err(|e| format!("baseline: {e}"))?;
     check_values(cand).map_err(|e| format!("candidate: {e}"))?;
-    if let Some(why) = loopback_mismatch(base, cand).or_else(|| build_mismatch(base, cand)) {
-        return Err(format!("{why}: refusing to gate one against the other"));
+    let why = mismatches(base, cand);
+    if !why.is_empty() {
+        return Err(format!("{}: refusing to gate one against the other", why.join("; ")));
     }
     check_baseline(base)?;
     if let Some(why) = incomparable(base, cand) {

@@ -108,12 +108,14 @@ pub fn check_plottable(run: &Run) -> Result<(), String> {
 /// A loud line for every run whose GIN backend is loopback while the first's is not (or the
 /// reverse), and for every run built with another cargo profile than the first.
 fn mismatch_warnings(runs: &[Labeled]) -> Vec<Block> {
-    use super::compare::{build_mismatch, loopback_mismatch};
     let first = &runs[0];
     runs.iter()
         .skip(1)
-        .flat_map(|l| [loopback_mismatch(&first.run, &l.run), build_mismatch(&first.run, &l.run)].map(|w| (l, w)))
-        .filter_map(|(l, w)| w.map(|w| Block::Text(format!("WARNING: {} against {}: {w}.", l.label, first.label))))
+        .flat_map(|l| {
+            super::compare::mismatches(&first.run, &l.run)
+                .into_iter()
+                .map(move |w| Block::Text(format!("WARNING: {} against {}: {w}.", l.label, first.label)))
+        })
         .collect()
 }
 

@@ -147,6 +147,21 @@ pub struct Env {
     pub vars: BTreeMap<String, String>,
 }
 
+impl Env {
+    /// The GPUs by model, in order of first appearance: "4× NVIDIA H200", or "3× NVIDIA H200 +
+    /// 1× NVIDIA H100" where they differ (every GPU counts, not only the first).
+    pub fn gpu_summary(&self) -> String {
+        let mut models: Vec<(&str, usize)> = vec![];
+        for g in &self.gpus {
+            match models.iter_mut().find(|(m, _)| *m == g.name) {
+                Some((_, n)) => *n += 1,
+                None => models.push((&g.name, 1)),
+            }
+        }
+        models.iter().map(|(m, n)| format!("{n}× {m}")).collect::<Vec<_>>().join(" + ")
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Gpu {
     pub rank: usize,

@@ -201,20 +201,112 @@ fn fails_closed() {
 fn one_failed_cycle_among_good_ones_fails_the_gate() {
     let cycles = |n| (0..n).map(|c| row("host", 1 << 27, 100.0, 100.0, c)).collect::<Vec<_>>();
     let b = run(cycles(3));
-    for status in [Status::Failed, Status::Skipped] {
+    for (status, v) in [(Status::Failed, Verdict::Failed), (Status::Skipped, Verdict::NewlySkipped)] {
         let mut c = cycles(3);
         c[1] = not_run(c[1].clone(), status, "NCCL error");
         let o = compare::compare(&b, &run(c), 0.05).unwrap();
         assert!(!o.passed, "{status:?}");
-        assert_eq!(verdict(&o, "host"), Verdict::NewlySkipped);
+        assert_eq!(verdict(&o, "host"), v);
         assert!(o.findings[0].detail.contains("1 of 3 cycles"), "{}", o.findings[0].detail);
     }
-    // As many failed cycles as the baseline had are not new.
+    // As many skipped cycles as the baseline had are not new.
+    let mut bs = cycles(3);
+    bs[2] = not_run(bs[2].clone(), Status::Skipped, "x");
+    let mut c = cycles(3);
+    c[1] = not_run(c[1].clone(), Status::Skipped, "x");
+    assert!(compare::compare(&run(bs), &run(c), 0.05).unwrap().passed);
+    // A failure fails the gate whatever the baseline did: failed there too, skipped there, or
+    // not there at all.
     let mut bf = cycles(3);
     bf[2] = not_run(bf[2].clone(), Status::Failed, "NCCL error");
     let mut c = cycles(3);
     c[1] = not_run(c[1].clone(), Status::Failed, "NCCL error");
-    assert!(compare::compare(&run(bf), &run(c), 0.05).unwrap().passed);
+    let o = compare::compare(&run(bf), &run(c), 0.05).unwrap();
+    assert_eq!((o.passed, verdict(&o, "host")), (false, Verdict::Failed));
+    let skipped = |r: Row| not_run(r, Status::Skipped, "in place not supported");
+    let failed = |r: Row| not_run(r, Status::Failed, "timeout");
+    let b = run(vec![row("host", 1 << 27, 100.0, 100.0, 0), skipped(row("nvl", 1 << 27, 1.0, 1.0, 0))]);
+    let c = run(vec![
+        row("host", 1 << 27, 100.0, 100.0, 0),
+        failed(row("nvl", 1 << 27, 1.0, 1.0, 0)),
+        failed(row("nvl-ll128", 1 << 27, 1.0, 1.0, 0)),
+    ]);
+    let o = compare::compare(&b, &c, 0.05).unwrap();
+    assert!(!o.passed);
+    assert_eq!(verdict(&o, "alltoall nvl 1"), Verdict::Failed);
+    assert_eq!(verdict(&o, "nvl-ll128"), Verdict::Failed);
+    assert!(compare::render_text(&o).contains("2 failed, 0 newly skipped"), "{}", compare::render_text(&o));
+}
+
+#[test]
+fn rows_must_be_the_runs_cycles() {
+    let with_cycles = |rows: Vec<Row>, n: u32| {
+        let mut r = run(rows);
+        r.config = serde_json::json!({ "run_cycles": n });
+        r
+    };
+    let b = with_cycles(cycles(&[100.0, 100.0, 100.0]), 3);
+    // The candidate's own three cycles slower, and extra fast cycles appended to pull the mean
+    // down: refused, whether or not run_cycles was raised to match.
+    let mut padded = cycles(&[300.0, 300.0, 300.0]);
+    padded.extend((3..60).map(|c| row("nvl", 1 << 30, 10.0, 10.0, c)));
+    let e = compare::compare(&b, &with_cycles(padded.clone(), 3), 0.05).unwrap_err();
+    assert!(e.contains("is in cycle 3, but the run had 3 cycles (config.run_cycles)"), "{e}");
+    let mut c = with_cycles(padded, 60);
+    c.rows.push(row("host", 1 << 30, 10.0, 10.0, 0));
+    let e = compare::compare(&b, &c, 0.05).unwrap_err();
+    assert!(e.contains("row 'alltoall host 1073741824 float out-of-place' is in 1 of the run's 60 cycles"), "{e}");
+    // A run that ended in error may stop part way through a cycle.
+    c.config["error"] = "timeout".into();
+    assert!(compare::check_values(&c).is_ok());
+    assert!(compare::check_values(&b).is_ok());
+}
+
+#[test]
+fn an_ok_row_has_a_time_and_every_cycle_keeps_its_check() {
+    let b = run(cycles(&[100.0, 100.0, 100.0]));
+    // A cycle whose time was removed does not silently drop out of the mean.
+    let mut c = b.clone();
+    c.rows[1].time_us = None;
+    let e = compare::compare(&b, &c, 0.05).unwrap_err();
+    assert!(e.contains("(cycle 1): status ok without a time_us"), "{e}");
+    // Checked in every baseline cycle, in only one of the candidate's: unchecked.
+    let mut c = b.clone();
+    c.rows[1].wrong = None;
+    c.rows[2].wrong = None;
+    let o = compare::compare(&b, &c, 0.05).unwrap();
+    assert_eq!((o.passed, verdict(&o, "nvl")), (false, Verdict::Unchecked));
+    assert!(o.findings[0].detail.contains("not in 2 of the candidate's 3 cycles"), "{}", o.findings[0].detail);
+    // As many unchecked cycles as the baseline had are not new.
+    let mut b1 = b.clone();
+    b1.rows[0].wrong = None;
+    let mut c = b.clone();
+    c.rows[2].wrong = None;
+    assert!(compare::compare(&b1, &c, 0.05).unwrap().passed);
+}
+
+#[test]
+fn a_sub_nanosecond_time_is_bad_input() {
+    let b = run(vec![row("nvl", 1 << 30, 100.0, 100.0, 0)]);
+    let mut c = b.clone();
+    c.rows[0].time_us = Some(5e-324);
+    let e = compare::compare(&b, &c, 0.05).unwrap_err();
+    assert!(e.contains("time_us is 5e-324: below 1 ns"), "{e}");
+    c.rows[0].time_us = Some(compare::MIN_TIME_US);
+    assert!(compare::check_values(&c).is_ok());
+}
+
+#[test]
+fn every_gpu_counts_in_the_environment() {
+    let gpu = |name: &str| Gpu { name: name.into(), ..Default::default() };
+    let mut b = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0)]);
+    b.env.gpus = (0..4).map(|_| gpu("NVIDIA H200")).collect();
+    let mut c = b.clone();
+    for g in &mut c.env.gpus[1..] {
+        g.name = "NVIDIA H100".into();
+    }
+    let o = compare::compare(&b, &c, 0.05).unwrap();
+    assert_eq!(o.env_differences, ["GPUs: 4× NVIDIA H200 -> 1× NVIDIA H200 + 3× NVIDIA H100"]);
 }
 
 #[test]

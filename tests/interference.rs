@@ -119,6 +119,12 @@ fn the_gate_keys_by_background_and_compares_together_times() {
     assert!(!o.passed);
     assert_eq!(o.findings[0].verdict, Verdict::OverlapLost);
     assert!(o.findings[0].detail.contains("covered 2.0% of the foreground's window, the baseline's 100.0%"));
+    // A candidate that does not record the overlap cannot show it kept it.
+    let mut unrecorded = base.clone();
+    unrecorded.rows[0].overlap = None;
+    let o = compare::compare(&base, &unrecorded, 0.05).unwrap();
+    assert_eq!((o.passed, o.findings[0].verdict), (false, Verdict::OverlapLost));
+    assert!(o.findings[0].detail.contains("does not record the background's overlap"), "{}", o.findings[0].detail);
 }
 
 #[test]
@@ -132,6 +138,15 @@ fn the_gate_refuses_other_group_sizes_even_without_a_layout() {
     let e = compare::compare(&base, &other, 0.05).unwrap_err();
     assert!(e.contains("ep: 8 -> 16"), "{e}");
     assert!(compare::compare(&base, &base.clone(), 0.05).unwrap().passed);
+    // The foreground's settings sit under config.foreground: another seed, routing or shape is
+    // refused as it is for ep_perf.
+    base.config["foreground"] = serde_json::json!({"seed": 1, "routing": "uniform", "hidden": 7168});
+    for (field, value) in [("seed", serde_json::json!(2)), ("routing", "hot:4".into()), ("hidden", 4096.into())] {
+        let mut other = base.clone();
+        other.config["foreground"][field] = value.clone();
+        let e = compare::compare(&base, &other, 0.05).unwrap_err();
+        assert!(e.contains(&format!("foreground.{field}: ")), "{e}");
+    }
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! `ginbench report`: two runs side by side, with ratios, environment differences and plots.
 use ginbench::report::schema::*;
 use ginbench::report::sidebyside::{self, Labeled};
-use ginbench::report::{json, plots};
+use ginbench::report::{compare, json, plots};
 
 mod common;
 
@@ -108,7 +108,7 @@ fn impossible_or_unplottable_values_are_bad_input_not_a_hang() {
     for (file, needles) in [
         (with_times("huge.json", 1e308), vec!["huge.json", "time_us", "cannot be plotted"]),
         (with_times("max.json", f64::MAX), vec!["max.json", "time_us", "cannot be plotted"]),
-        (with_times("tiny.json", 1e-320), vec!["tiny.json", "time_us", "cannot be plotted"]),
+        (with_times("tiny.json", 1e-320), vec!["tiny.json", "time_us", "below 1 ns"]),
         (with_times("zero.json", 0.0), vec!["zero.json", "time_us", "alltoall nvl 1048576"]),
         (with_times("negative.json", -2.0), vec!["negative.json", "time_us"]),
     ] {
@@ -133,10 +133,11 @@ fn impossible_or_unplottable_values_are_bad_input_not_a_hang() {
         let e = plots::line_chart("direct.svg", "t", plots::XAxis::Bytes, "y", &s, log_y).unwrap_err();
         assert!(e.contains("cannot be plotted"), "{e}");
     }
-    // the widest span it takes is drawn, promptly
+    // the widest spans it takes are drawn, promptly: times from 1 ns, bandwidths from 1e-100
     let mut wide = run("NVIDIA H200", GinKind::None, 1.0);
     for (i, r) in wide.rows.iter_mut().enumerate() {
-        r.time_us = Some(if i % 2 == 0 { 1e-100 } else { 1e100 });
+        r.time_us = Some(if i % 2 == 0 { compare::MIN_TIME_US } else { 1e100 });
+        r.busbw_gbps = Some(if i % 2 == 0 { 1e100 } else { 1e-100 });
     }
     let p = dir.join("wide.json");
     json::write(&p, &wide).unwrap();

@@ -27,10 +27,11 @@ enum Cmd {
     /// other and reports its rank, host and local rank. No GPU needed.
     MpiCheck,
     /// Regression gate: compare a candidate results file with a baseline. Exit 0 pass,
-    /// 1 regression (or a row or cycle missing, newly skipped / failed, wrong data, unchecked, an
-    /// interference overlap lost, a candidate run that ended in error), 2 bad input (unreadable
-    /// or foreign files, NaN / infinite / zero / negative times or bandwidths, a baseline with no
-    /// ok row, nothing compared, or runs whose rank count or timing settings differ).
+    /// 1 regression (or a row or cycle missing, a failed or newly skipped row, wrong data,
+    /// unchecked, an interference overlap lost, a candidate run that ended in error), 2 bad input
+    /// (unreadable or foreign files, NaN / infinite / zero / negative / sub-ns times or
+    /// bandwidths, rows that are not the run's cycles, a baseline with no ok row, nothing
+    /// compared, or runs whose rank count or timing settings differ).
     Compare {
         baseline: PathBuf,
         candidate: PathBuf,

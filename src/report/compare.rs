@@ -5,15 +5,19 @@
 //! repeated measurements of one key (`-N` cycles) form a group. A regression is a candidate slower
 //! than the baseline by more than the threshold AND slower than the baseline's slowest repeated
 //! run (with one run, the threshold alone decides). The gate fails closed: a baseline row or cycle
-//! missing from the candidate (or fewer of its rows in a cycle), newly skipped or failed, any
-//! wrong element, a check the baseline made and the candidate did not, an interference background
-//! that covered less of the foreground than the baseline's, and a candidate run that ended in
-//! error fail it. A gate that compares nothing never passes, and runs that cannot be set against
+//! missing from the candidate (or fewer of its rows in a cycle), a row that failed in the
+//! candidate (whatever the baseline did), one newly skipped, any wrong element, a check the
+//! baseline made and the candidate did not (in any cycle), an interference background that
+//! covered less of the foreground than the baseline's (or whose overlap the candidate does not
+//! record), and a candidate run that ended in error fail it. A gate that compares nothing never passes, and runs that cannot be set against
 //! each other are refused as bad input: an empty baseline, one without an ok row or that ended in
 //! error, rows whose keys match nothing that can be timed, more rows of a key in a cycle than the
 //! baseline has, another rank or host count, settings that change what a time means (CUDA graphs,
-//! -a, -C, -z, -m, -V, virtual nodes, routing, layout, communicator knobs), and impossible values
-//! (NaN, infinite, zero or negative times and bandwidths). Interference rows gate on `time_us`,
+//! -a, -C, -z, -m, -V, virtual nodes, routing, seed, layer shape, layout, communicator knobs),
+//! rows that do not match the run's `-N` cycles (a row in a cycle the run did not have, or, in a
+//! run that finished, a row missing from one of its cycles), an ok row without a time, and
+//! impossible values (NaN, infinite, negative, zero or sub-nanosecond times; NaN, infinite or
+//! negative bandwidths). Interference rows gate on `time_us`,
 //! which is the foreground's together time: what a training step waits for; their alone /
 //! together times and slowdowns (both sides) must be finite and above 0 as well, and the overlap
 //! in 0..1.
@@ -27,6 +31,8 @@ pub enum Verdict {
     /// Fails the gate.
     Regression,
     Missing,
+    /// Failed in the candidate (a timeout, an NCCL error), whatever the baseline did.
+    Failed,
     NewlySkipped,
     Wrong,
     /// Checked in the baseline, not in the candidate.
@@ -46,6 +52,7 @@ impl Verdict {
             self,
             Verdict::Regression
                 | Verdict::Missing
+                | Verdict::Failed
                 | Verdict::NewlySkipped
                 | Verdict::Wrong
                 | Verdict::Unchecked
@@ -58,6 +65,7 @@ impl Verdict {
         match self {
             Verdict::Regression => "regression",
             Verdict::Missing => "missing",
+            Verdict::Failed => "failed",
             Verdict::NewlySkipped => "newly-skipped",
             Verdict::Wrong => "wrong",
             Verdict::Unchecked => "unchecked",
@@ -136,10 +144,15 @@ fn not_run(rows: &[&Row]) -> String {
     }
 }
 
-/// Impossible values are bad input, not data: every time must be finite and above zero, every
-/// bandwidth finite and not negative, and zero only where nothing moves (a zero-byte row) or
-/// nothing crosses (busbw on one rank, whose factor (n-1)/n is 0). The error names the row's key,
-/// its cycle and the field.
+/// The shortest time a row may hold, in µs (1 ns): no GPU operation, not even an empty one timed
+/// on the host, completes faster; a smaller positive time is corrupt, not fast.
+pub const MIN_TIME_US: f64 = 1e-3;
+
+/// Impossible values are bad input, not data: every time must be finite and at least
+/// [`MIN_TIME_US`] (an ok row must have one), every bandwidth finite and not negative, and zero
+/// only where nothing moves (a zero-byte row) or nothing crosses (busbw on one rank, whose factor
+/// (n-1)/n is 0); and the rows must be the run's `-N` cycles (see [`check_cycles`]). The error
+/// names the row's key, its cycle and the field.
 pub fn check_values(run: &Run) -> Result<(), String> {
     if !matches!(gin_backend(run), "nccl" | "loopback") {
         return Err(format!("env.gin.backend is '{}': it is 'nccl' or 'loopback'", run.env.gin.backend));
@@ -166,22 +179,39 @@ pub fn check_values(run: &Run) -> Result<(), String> {
             ));
         }
         let bad = |field: &str, v: f64, rule: &str| {
+            // Tiny and huge values in exponent form: 5e-324, not 324 digits.
+            let v = if v != 0.0 && v.is_finite() && !(1e-6..1e15).contains(&v.abs()) {
+                format!("{v:e}")
+            } else {
+                format!("{v}")
+            };
             Err(format!("row '{}' (cycle {}): {field} is {v}: {rule}", key(&run.benchmark, r), r.cycle))
         };
         let bg = r.background.as_ref();
-        for (field, v) in [
-            ("time_us", r.time_us),
-            ("p50_us", r.p50_us),
-            ("p99_us", r.p99_us),
-            ("alone_us", r.alone_us),
-            ("together_us", r.together_us),
-            ("slowdown", r.slowdown),
-            ("background.alone_us", bg.and_then(|b| b.alone_us)),
-            ("background.together_us", bg.and_then(|b| b.together_us)),
-            ("background.slowdown", bg.and_then(|b| b.slowdown)),
+        if r.status == Status::Ok && r.time_us.is_none() {
+            return Err(format!(
+                "row '{}' (cycle {}): status ok without a time_us: a row that ran has a time",
+                key(&run.benchmark, r),
+                r.cycle
+            ));
+        }
+        let (time, ratio) = (true, false);
+        for (field, v, is_time) in [
+            ("time_us", r.time_us, time),
+            ("p50_us", r.p50_us, time),
+            ("p99_us", r.p99_us, time),
+            ("alone_us", r.alone_us, time),
+            ("together_us", r.together_us, time),
+            ("slowdown", r.slowdown, ratio),
+            ("background.alone_us", bg.and_then(|b| b.alone_us), time),
+            ("background.together_us", bg.and_then(|b| b.together_us), time),
+            ("background.slowdown", bg.and_then(|b| b.slowdown), ratio),
         ] {
             match v {
                 Some(v) if !(v.is_finite() && v > 0.0) => return bad(field, v, "times must be finite and above 0"),
+                Some(v) if is_time && v < MIN_TIME_US => {
+                    return bad(field, v, "below 1 ns: no GPU operation completes that fast")
+                }
                 _ => {}
             }
         }
@@ -220,6 +250,32 @@ pub fn check_values(run: &Run) -> Result<(), String> {
                 }
                 _ => {}
             }
+        }
+    }
+    check_cycles(run)
+}
+
+/// The rows must be the run's `-N` cycles (`config.run_cycles`, where the file records it): none
+/// in a cycle the run did not have, and, in a run that finished (no `config.error`), every row
+/// key in every cycle, as the benchmarks write them. Extra or partial cycles would weigh in a
+/// key's mean with nothing to set them against.
+fn check_cycles(run: &Run) -> Result<(), String> {
+    let Some(n) = run.config.get("run_cycles").and_then(|v| v.as_u64()) else { return Ok(()) };
+    if let Some(r) = run.rows.iter().find(|r| u64::from(r.cycle) >= n) {
+        return Err(format!(
+            "row '{}' is in cycle {}, but the run had {n} cycles (config.run_cycles)",
+            key(&run.benchmark, r),
+            r.cycle
+        ));
+    }
+    if run.error().is_none() {
+        if let Some((k, c)) =
+            groups(run).iter().map(|(k, rows)| (k, per_cycle(rows))).find(|(_, c)| c.len() as u64 != n)
+        {
+            return Err(format!(
+                "row '{k}' is in {} of the run's {n} cycles (config.run_cycles): a finished run has every row in every cycle",
+                c.len()
+            ));
         }
     }
     Ok(())
@@ -267,25 +323,35 @@ fn per_cycle(rows: &[&Row]) -> BTreeMap<u32, usize> {
     n
 }
 
-/// Settings that change what a row's time means without changing its key: a gate across them
-/// would compare different things. (Iteration counts only change the precision.)
-const SAME_SETTINGS: [&str; 14] = [
-    "agg_iters",
-    "average",
-    "blocking",
-    "cudagraph",
-    "report_cputime",
-    "device_cta_count",
-    "emulate_nodes",
-    "routing",
-    "masked",
-    "seed",
-    "layout",
+/// Settings that change what a row's time means without changing its key, as JSON pointers into
+/// `config`: a gate across them would compare different things. (Iteration counts only change the
+/// precision.) interference_perf keeps its foreground's settings under `foreground`.
+const SAME_SETTINGS: [&str; 23] = [
+    "/agg_iters",
+    "/average",
+    "/blocking",
+    "/cudagraph",
+    "/report_cputime",
+    "/device_cta_count",
+    "/emulate_nodes",
+    "/routing",
+    "/masked",
+    "/seed",
+    "/hidden",
+    "/topk",
+    "/experts",
+    "/layout",
     // interference_perf's EP and DP group sizes: `layout` is null where the rank count was not
     // known when the command line was read (an MPI launch that does not export its size)
-    "ep",
-    "dp",
-    "comms",
+    "/ep",
+    "/dp",
+    "/comms",
+    "/foreground/routing",
+    "/foreground/seed",
+    "/foreground/hidden",
+    "/foreground/topk",
+    "/foreground/experts",
+    "/foreground/dispatch_dtype",
 ];
 
 /// Why two runs cannot be gated against each other, if they cannot: another layout of ranks, or
@@ -305,15 +371,25 @@ fn incomparable(a: &Run, b: &Run) -> Option<String> {
     (!d.is_empty()).then(|| d.join("; "))
 }
 
-/// The `config` settings among `keys` in which two runs differ, as "key: a -> b".
-pub fn setting_differences(a: &Run, b: &Run, keys: &[&str]) -> Vec<String> {
+/// The `config` settings among `pointers` (JSON pointers) in which two runs differ, as
+/// "name: a -> b" (`/foreground/seed` is named `foreground.seed`).
+pub fn setting_differences(a: &Run, b: &Run, pointers: &[&str]) -> Vec<String> {
     let show = |v: Option<&serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
-    keys.iter()
-        .filter_map(|k| {
-            let (x, y) = (a.config.get(k), b.config.get(k));
-            (x != y).then(|| format!("{k}: {} -> {}", show(x), show(y)))
+    pointers
+        .iter()
+        .filter_map(|p| {
+            let (x, y) = (a.config.pointer(p), b.config.pointer(p));
+            (x != y).then(|| format!("{}: {} -> {}", p[1..].replace('/', "."), show(x), show(y)))
         })
         .collect()
+}
+
+/// "failed in 1 of 3 cycles: REASON" when any row of a key failed: a timeout or an NCCL error
+/// fails the gate whatever the baseline did.
+fn failed(rows: &[&Row]) -> Option<String> {
+    let failed: Vec<&&Row> = rows.iter().filter(|r| r.status == Status::Failed).collect();
+    let reason = failed.first()?.reason.as_deref().unwrap_or("no reason given");
+    Some(format!("failed in {} of {} cycles: {reason}", failed.len(), rows.len()))
 }
 
 fn mean(v: &[f64]) -> Option<f64> {
@@ -365,10 +441,9 @@ pub fn mismatches(a: &Run, b: &Run) -> Vec<String> {
 
 /// What differs between the two environments, in the fields that explain performance.
 pub fn env_differences(a: &Run, b: &Run) -> Vec<String> {
-    let gpu = |r: &Run| r.env.gpus.first().map(|g| g.name.clone()).unwrap_or_default();
     let fields: [(&str, String, String); 8] = [
         ("NCCL library", a.env.nccl.library.to_string(), b.env.nccl.library.to_string()),
-        ("GPU", gpu(a), gpu(b)),
+        ("GPUs", a.env.gpu_summary(), b.env.gpu_summary()),
         ("ranks", a.env.ranks.to_string(), b.env.ranks.to_string()),
         ("hosts", a.env.hosts.len().to_string(), b.env.hosts.len().to_string()),
         ("GIN type", a.env.gin.kind.to_string(), b.env.gin.kind.to_string()),
@@ -430,28 +505,38 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
         }
         let lost_cycles: Vec<u32> =
             b_cycles.iter().filter(|(cy, n)| c_cycles.get(cy).unwrap_or(&0) < n).map(|(cy, _)| *cy).collect();
-        let checked = |rows: &[&Row]| rows.iter().any(|r| r.status == Status::Ok && r.wrong.is_some());
-        let min_overlap =
-            |rows: &[&Row]| rows.iter().filter(|r| r.status == Status::Ok).filter_map(|r| r.overlap).reduce(f64::min);
+        let ok = |rows: &'_ [&'_ Row]| rows.iter().filter(|r| r.status == Status::Ok).count();
+        let unchecked = |rows: &[&Row]| rows.iter().filter(|r| r.status == Status::Ok && r.wrong.is_none()).count();
+        // The least overlap of the ok rows; a candidate row that records none counts as none.
+        let b_overlap = b.iter().filter(|r| r.status == Status::Ok).filter_map(|r| r.overlap).reduce(f64::min);
+        let c_overlap = c.iter().filter(|r| r.status == Status::Ok).map(|r| r.overlap.unwrap_or(0.0)).reduce(f64::min);
         let mut finding = f(Verdict::Unchanged, String::new());
         finding.candidate_us = mean(&c_times);
         finding.candidate_busbw_gbps = busbw(c);
         if wrong > 0 {
             finding.verdict = Verdict::Wrong;
             finding.detail = format!("{wrong} wrong elements in the candidate");
+        } else if let Some(failed) = failed(c) {
+            finding.verdict = Verdict::Failed;
+            finding.detail = failed;
         } else if !lost_cycles.is_empty() {
             finding.verdict = Verdict::Missing;
             finding.detail = format!("cycles {lost_cycles:?} of the baseline are not in the candidate");
-        } else if checked(b) && !c_times.is_empty() && !checked(c) {
+        } else if unchecked(b) < ok(b) && unchecked(c) > unchecked(b) {
             finding.verdict = Verdict::Unchecked;
-            finding.detail = "checked in the baseline, not in the candidate (-c 0?)".into();
-        } else if let Some((bo, co)) = min_overlap(b).zip(min_overlap(c)).filter(|(bo, co)| *co < bo - 0.01) {
+            finding.detail =
+                format!("checked in the baseline, not in {} of the candidate's {} cycles (-c 0?)", unchecked(c), ok(c));
+        } else if let Some((bo, co)) = b_overlap.zip(c_overlap).filter(|(bo, co)| *co < bo - 0.01) {
             finding.verdict = Verdict::OverlapLost;
-            finding.detail = format!(
-                "the background covered {:.1}% of the foreground's window, the baseline's {:.1}%: less interference was measured",
-                co * 100.0,
-                bo * 100.0
-            );
+            finding.detail = if c.iter().any(|r| r.status == Status::Ok && r.overlap.is_none()) {
+                format!("the candidate does not record the background's overlap, the baseline {:.1}%", bo * 100.0)
+            } else {
+                format!(
+                    "the background covered {:.1}% of the foreground's window, the baseline's {:.1}%: less interference was measured",
+                    co * 100.0,
+                    bo * 100.0
+                )
+            };
         } else if b_times.is_empty() {
             finding.verdict = if c_times.is_empty() { Verdict::NotCompared } else { Verdict::New };
             finding.detail = if c_times.is_empty() {
@@ -463,8 +548,7 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
                 format!("baseline {}; runs in the candidate", not_run(b))
             };
         } else if c_times.is_empty() || c_not_ok > b.iter().filter(|r| r.status != Status::Ok).count() {
-            // More failed or skipped cycles than the baseline had fail the gate, even among
-            // good ones.
+            // More skipped cycles than the baseline had fail the gate, even among good ones.
             let st = c.iter().find(|r| r.status != Status::Ok);
             finding.verdict = Verdict::NewlySkipped;
             let cycles = if c_not_ok > 0 { format!(" ({c_not_ok} of {} cycles)", c.len()) } else { String::new() };
@@ -501,12 +585,14 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
         if !bg.contains_key(k) {
             let wrong = wrong_total(c.iter().copied());
             let ran = !ok_times(c).is_empty();
+            let failed = failed(c);
             findings.push(Finding {
                 key: k.clone(),
-                verdict: match (wrong > 0, ran) {
-                    (true, _) => Verdict::Wrong,
-                    (false, true) => Verdict::New,
-                    (false, false) => Verdict::NotCompared,
+                verdict: match (wrong > 0, &failed, ran) {
+                    (true, _, _) => Verdict::Wrong,
+                    (false, Some(_), _) => Verdict::Failed,
+                    (false, None, true) => Verdict::New,
+                    (false, None, false) => Verdict::NotCompared,
                 },
                 baseline_us: None,
                 candidate_us: mean(&ok_times(c)),
@@ -516,6 +602,8 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
                 candidate_busbw_gbps: busbw(c),
                 detail: if wrong > 0 {
                     format!("{wrong} wrong elements")
+                } else if let Some(failed) = failed {
+                    format!("not in the baseline; {failed}")
                 } else if ran {
                     "not in the baseline".into()
                 } else {
@@ -571,11 +659,12 @@ pub fn render_text(o: &Outcome) -> String {
     let mut s = String::new();
     let count = |v: Verdict| o.findings.iter().filter(|f| f.verdict == v).count();
     s += &format!(
-        "ginbench compare: {} (threshold {}%): {} regressions, {} missing, {} newly skipped/failed, {} wrong, {} unchecked, {} overlap lost, {} improvements, {} unchanged, {} new, {} not compared\n",
+        "ginbench compare: {} (threshold {}%): {} regressions, {} missing, {} failed, {} newly skipped, {} wrong, {} unchecked, {} overlap lost, {} improvements, {} unchanged, {} new, {} not compared\n",
         if o.passed { "PASS" } else { "FAIL" },
         percent(o.threshold),
         count(Verdict::Regression),
         count(Verdict::Missing),
+        count(Verdict::Failed),
         count(Verdict::NewlySkipped),
         count(Verdict::Wrong),
         count(Verdict::Unchecked),

@@ -125,7 +125,7 @@ fn env_table(runs: &[Labeled]) -> Table {
         "started".into(),
         "ranks".into(),
         "hosts".into(),
-        "GPU".into(),
+        "GPUs".into(),
         "driver".into(),
         "NCCL".into(),
         "GIN".into(),
@@ -139,7 +139,7 @@ fn env_table(runs: &[Labeled]) -> Table {
             l.run.started_at.clone(),
             e.ranks.to_string(),
             e.hosts.len().to_string(),
-            e.gpus.first().map(|g| g.name.clone()).unwrap_or_default(),
+            e.gpu_summary(),
             e.driver.clone(),
             super::schema::version_string(e.nccl.library),
             format!("{} ({})", e.gin.kind, if e.gin.connection.is_empty() { "-" } else { &e.gin.connection }),
@@ -187,20 +187,30 @@ fn preamble(runs: &[Labeled], intro: String) -> Vec<Block> {
     doc
 }
 
-/// Settings of a run that change what its numbers mean, per benchmark.
+/// Settings of a run that change what its numbers mean, per benchmark (JSON pointers into
+/// `config`).
 fn shown_settings(benchmark: &str) -> &'static [&'static str] {
     match benchmark {
-        "ep" => &["preset", "routing", "masked", "cudagraph", "device_cta_count", "emulate_nodes", "iters"],
-        "interference" => &["layout", "comms", "device_cta_count", "emulate_nodes", "iters"],
+        "ep" => &["/preset", "/routing", "/masked", "/cudagraph", "/device_cta_count", "/emulate_nodes", "/iters"],
+        "interference" => &[
+            "/foreground/preset",
+            "/foreground/routing",
+            "/foreground/dispatch_dtype",
+            "/layout",
+            "/comms",
+            "/device_cta_count",
+            "/emulate_nodes",
+            "/iters",
+        ],
         _ => &[
-            "cudagraph",
-            "average",
-            "report_cputime",
-            "blocking",
-            "agg_iters",
-            "device_cta_count",
-            "emulate_nodes",
-            "iters",
+            "/cudagraph",
+            "/average",
+            "/report_cputime",
+            "/blocking",
+            "/agg_iters",
+            "/device_cta_count",
+            "/emulate_nodes",
+            "/iters",
         ],
     }
 }

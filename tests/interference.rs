@@ -209,6 +209,24 @@ fn the_report_plots_slowdown_against_background_size() {
         .find(|e| e.file_name().to_string_lossy().starts_with("slowdown_"));
     let svg = std::fs::read_to_string(svg.expect("a slowdown plot").path()).unwrap();
     assert!(svg.contains("efa fg") && svg.contains("ib bg"), "one line per run and side");
+    // A combine is named with the dispatch it followed: after BF16 and after FP8 are two
+    // sections, not one.
+    let ep_fg = |dispatch: &str| {
+        let mut d = interference_row(1 << 20, (50.0, 60.0), (20.0, 25.0), 0);
+        (d.mode, d.phase, d.tokens, d.dtype) = (Some("ll".into()), Some("dispatch".into()), Some(128), dispatch.into());
+        let mut c = d.clone();
+        (c.phase, c.dtype) = (Some("combine".into()), "bf16".into());
+        let mut r = interference_run(vec![d, c]);
+        r.config = serde_json::json!({"foreground": {"dispatch_dtype": dispatch}});
+        r
+    };
+    let ep_runs =
+        vec![Labeled { label: "b".into(), run: ep_fg("bf16") }, Labeled { label: "f".into(), run: ep_fg("fp8") }];
+    sidebyside::write(&ep_runs, &dir).unwrap();
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("## foreground nvl LL combine, 128 tokens per rank, bf16 after a bf16 dispatch"), "{md}");
+    assert!(md.contains("## foreground nvl LL combine, 128 tokens per rank, bf16 after a fp8 dispatch"), "{md}");
+    assert!(md.contains("foreground.dispatch_dtype: \"bf16\" -> \"fp8\""), "{md}");
     // An interference run is never set beside an alltoall run.
     let other = Labeled { label: "a2a".into(), run: common::run(vec![common::row("nvl", 1 << 20, 10.0, 11.0, 0)]) };
     assert!(sidebyside::write(&[runs.into_iter().next().unwrap(), other], &dir).is_err());

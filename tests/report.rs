@@ -412,3 +412,52 @@ fn csv_columns_are_the_json_fields() {
     }
     assert!(header.contains(&"bw_definition".to_string()));
 }
+
+#[test]
+fn wrong_rows_are_left_out_and_named() {
+    // The second run doubled its 1 GB bandwidth, but with wrong elements: not a figure.
+    let mut bad = run("NVIDIA H200", GinKind::Gdaki, 1.0);
+    let r = &mut bad.rows[1];
+    (r.wrong, r.time_us, r.busbw_gbps) = (Some(123456), r.time_us.map(|t| t / 2.0), r.busbw_gbps.map(|b| b * 2.0));
+    let runs = vec![
+        Labeled { label: "good".into(), run: run("NVIDIA H200", GinKind::Gdaki, 1.0) },
+        Labeled { label: "bad".into(), run: bad },
+    ];
+    let md = report_md("wrong", &runs);
+    assert!(md.contains("WARNING: bad has 1 rows with wrong data: they are left out"), "{md}");
+    assert!(md.contains("| 1073741824 | 75.00 | - | - |"), "{md}");
+    assert!(md.contains("| bad | nvl (float, out-of-place) | wrong data |"), "{md}");
+    // EP likewise.
+    let mut bad = ep(4, 3.0);
+    bad.rows[0].wrong = Some(7);
+    let runs = vec![Labeled { label: "x".into(), run: ep(4, 1.0) }, Labeled { label: "y".into(), run: bad }];
+    let md = report_md("wrong-ep", &runs);
+    assert!(md.contains("WARNING: y has 1 rows with wrong data"), "{md}");
+    assert!(md.contains("| y | nvl LL bf16 | wrong data |"), "{md}");
+}
+
+#[test]
+fn bad_labels_empty_runs_and_missing_folders_are_refused() {
+    let dir = std::env::temp_dir().join(format!("ginbench-report-refuse-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let one = |label: &str, run: Run| vec![Labeled { label: label.into(), run }];
+    let a = run("NVIDIA H200", GinKind::None, 1.0);
+    for label in ["", "a\nb", "tab\tbed"] {
+        let e = sidebyside::write(&one(label, a.clone()), &dir.join("out")).unwrap_err();
+        assert!(e.contains("a label is a name without control characters"), "{e}");
+    }
+    let e = sidebyside::write(&one("a", common::run(vec![])), &dir.join("out")).unwrap_err();
+    assert!(e.contains("a: the run has no rows: nothing to report"), "{e}");
+    // The report's folder is made, not the folders above it.
+    let deep = dir.join("no/such/out");
+    let e = sidebyside::write(&one("a", a.clone()), &deep).unwrap_err();
+    assert!(e.contains("does not exist") && !dir.join("no").exists(), "{e}");
+    // A dangling link where the folder would go is named as such.
+    let link = dir.join("dangling");
+    std::os::unix::fs::symlink(dir.join("nowhere"), &link).unwrap();
+    let e = sidebyside::write(&one("a", a.clone()), &link).unwrap_err();
+    assert!(e.contains("exists and is not a folder"), "{e}");
+    sidebyside::write(&one("a", a), &dir.join("out")).unwrap();
+    assert!(dir.join("out/report.md").is_file());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,8 +1,8 @@
 //! `ginbench report RUN...`: runs side by side (e.g. an EFA cluster against an InfiniBand one):
 //! the environments and what differs, then for alltoall per implementation a table of busbw and
 //! time per size, for EP (`ep_perf`) per (impl, mode, dispatch dtype, layer shape) a table of bw
-//! and time per phase and tokens per rank, with ratios to the first run, and SVG plots; written as
-//! Markdown and HTML.
+//! and time per phase and tokens per rank, with ratios to the first run, and SVG plots, and what
+//! was not measured (skipped, failed or wrong); written as Markdown and HTML.
 use super::plots::{self, Series};
 use super::schema::{Row, Run, Status};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -57,12 +57,18 @@ impl PlotDir {
     }
 }
 
-/// Mean over cycles of the ok rows' time and busbw, per (impl, dtype, placement, size).
+/// A row the tables and plots show: it ran, has a time, and no element was wrong (a wrong row's
+/// time is not a figure: it goes to "Not measured").
+fn measured(r: &Row) -> bool {
+    r.status == Status::Ok && r.time_us.is_some() && r.wrong.unwrap_or(0) == 0
+}
+
+/// Mean over cycles of the measured rows' time and busbw, per (impl, dtype, placement, size).
 type Stats = BTreeMap<(String, String, String, u64), (f64, Option<f64>)>;
 
 fn stats(run: &Run) -> Stats {
     let mut acc: BTreeMap<(String, String, String, u64), Vec<&Row>> = BTreeMap::new();
-    for r in run.rows.iter().filter(|r| r.status == Status::Ok && r.time_us.is_some()) {
+    for r in run.rows.iter().filter(|r| measured(r)) {
         acc.entry((r.impl_name.clone(), r.dtype.clone(), r.placement.to_string(), r.size_bytes)).or_default().push(r);
     }
     acc.into_iter()
@@ -177,6 +183,15 @@ fn num(v: f64) -> String {
 fn preamble(runs: &[Labeled], intro: String) -> Vec<Block> {
     let mut doc = vec![Block::Heading("ginbench report".into()), Block::Text(intro), Block::Table(env_table(runs))];
     doc.extend(mismatch_warnings(runs));
+    for l in runs {
+        let wrong = l.run.rows.iter().filter(|r| r.wrong.unwrap_or(0) > 0).count();
+        if wrong > 0 {
+            doc.push(Block::Text(format!(
+                "WARNING: {} has {wrong} rows with wrong data: they are left out of every table and plot (see \"Not measured\").",
+                l.label
+            )));
+        }
+    }
     for l in runs.iter().skip(1) {
         let mut d = super::compare::env_differences(&runs[0].run, &l.run);
         d.extend(super::compare::setting_differences(&runs[0].run, &l.run, shown_settings(&runs[0].run.benchmark)));
@@ -286,6 +301,9 @@ fn build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {
         }
         doc.push(Block::Table(t));
     }
+    doc.extend(not_measured(runs, |run| {
+        run.rows.iter().map(|r| (format!("{} ({}, {})", r.impl_name, r.dtype, r.placement), r)).collect()
+    }));
     Ok(doc)
 }
 
@@ -336,13 +354,13 @@ fn ep_sections(run: &Run) -> Vec<(EpSection, &Row)> {
         .collect()
 }
 
-/// Mean time and bw of the ok rows per (section, phase, tokens).
+/// Mean time and bw of the measured rows per (section, phase, tokens).
 type EpStats = BTreeMap<(EpSection, String, u64), (f64, Option<f64>)>;
 
 fn ep_stats(run: &Run) -> EpStats {
     let mut acc: BTreeMap<(EpSection, String, u64), Vec<&Row>> = BTreeMap::new();
     for (sec, r) in ep_sections(run) {
-        if r.status == Status::Ok && r.time_us.is_some() {
+        if measured(r) {
             acc.entry((sec, r.phase.clone().unwrap_or_default(), r.tokens.unwrap_or(0))).or_default().push(r);
         }
     }
@@ -395,7 +413,7 @@ fn ep_build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String
         let mut defs: Vec<(String, String)> = vec![];
         for l in runs {
             for (s, r) in ep_sections(&l.run) {
-                if let (true, Some(d)) = (&s == sec && r.status == Status::Ok, &r.bw_definition) {
+                if let (true, Some(d)) = (&s == sec && measured(r), &r.bw_definition) {
                     if !defs.iter().any(|(lab, x)| lab == &l.label && x == d) {
                         defs.push((l.label.clone(), d.clone()));
                     }
@@ -455,36 +473,58 @@ fn ep_build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String
         }
         doc.push(Block::Table(t));
     }
-    // What did not run, so that a missing section is explained: per run and reason, which
-    // (impl, mode, dispatch dtype) it hit.
-    let mut not_run = vec![vec!["run".to_string(), "not measured".into(), "why".into()]];
+    doc.extend(not_measured(runs, |run| {
+        ep_sections(run)
+            .into_iter()
+            .map(|(s, r)| (format!("{} {} {}", s.imp, s.mode.to_uppercase(), s.dispatch), r))
+            .collect()
+    }));
+    Ok(doc)
+}
+
+/// What no table shows, so that a missing line or section is explained: per run and reason (not
+/// ok, or wrong data), which `what` (section) it hit.
+fn not_measured<'a>(runs: &'a [Labeled], what: impl Fn(&'a Run) -> Vec<(String, &'a Row)>) -> Vec<Block> {
+    let mut t = vec![vec!["run".to_string(), "not measured".into(), "why".into()]];
     for l in runs {
         let mut by_why: Vec<(String, Vec<String>)> = vec![];
-        for (sec, r) in ep_sections(&l.run).into_iter().filter(|(_, r)| r.status != Status::Ok) {
-            let why = format!("{}{}", r.status, r.reason.as_ref().map(|w| format!(": {w}")).unwrap_or_default());
-            let what = format!("{} {} {}", sec.imp, sec.mode.to_uppercase(), sec.dispatch);
+        for (what, r) in what(&l.run).into_iter().filter(|(_, r)| !measured(r)) {
+            let why = match r.wrong.filter(|&w| w > 0) {
+                Some(_) if r.status == Status::Ok => "wrong data".to_string(),
+                _ => format!("{}{}", r.status, r.reason.as_ref().map(|w| format!(": {w}")).unwrap_or_default()),
+            };
             match by_why.iter_mut().find(|(w, _)| *w == why) {
                 Some((_, v)) if !v.contains(&what) => v.push(what),
                 Some(_) => {}
                 None => by_why.push((why, vec![what])),
             }
         }
-        not_run.extend(by_why.into_iter().map(|(why, what)| vec![l.label.clone(), what.join(", "), why]));
+        t.extend(by_why.into_iter().map(|(why, what)| vec![l.label.clone(), what.join(", "), why]));
     }
-    if not_run.len() > 1 {
-        doc.push(Block::Heading("Not measured".into()));
-        doc.push(Block::Table(not_run));
+    if t.len() == 1 {
+        return vec![];
     }
-    Ok(doc)
+    vec![Block::Heading("Not measured".into()), Block::Table(t)]
 }
 
-/// The foreground an interference row measures: one report section each.
-fn fg_title(r: &Row) -> String {
-    let mut t = format!("{} {} B {}", r.impl_name, r.size_bytes, r.dtype);
-    if let (Some(m), Some(p), Some(k)) = (&r.mode, &r.phase, r.tokens) {
-        t = format!("{} {} {p}, {k} tokens per rank, {}", r.impl_name, m.to_uppercase(), r.dtype);
-    }
-    t
+/// The foreground each interference row of `run` measures: one report section each. A combine
+/// (always bf16) is named with the dispatch it followed, as compare keys it.
+fn fg_sections(run: &Run) -> Vec<(String, &Row)> {
+    let title = |r: &Row, dispatch: &str| match (&r.mode, &r.phase, r.tokens) {
+        (Some(m), Some(p), Some(k)) if p == "combine" => {
+            format!(
+                "{} {} {p}, {k} tokens per rank, {} after a {dispatch} dispatch",
+                r.impl_name,
+                m.to_uppercase(),
+                r.dtype
+            )
+        }
+        (Some(m), Some(p), Some(k)) => {
+            format!("{} {} {p}, {k} tokens per rank, {}", r.impl_name, m.to_uppercase(), r.dtype)
+        }
+        _ => format!("{} {} B {}", r.impl_name, r.size_bytes, r.dtype),
+    };
+    run.rows.iter().zip(run.dispatch_dtypes()).map(|(r, d)| (title(r, d), r)).collect()
 }
 
 /// Mean over cycles per (foreground, background size): foreground slowdown, background slowdown,
@@ -493,9 +533,9 @@ type InterferenceStats = BTreeMap<(String, u64), (f64, Option<f64>, f64)>;
 
 fn interference_stats(run: &Run) -> InterferenceStats {
     let mut acc: BTreeMap<(String, u64), Vec<&Row>> = BTreeMap::new();
-    for r in run.rows.iter().filter(|r| r.status == Status::Ok && r.slowdown.is_some()) {
+    for (fg, r) in fg_sections(run).into_iter().filter(|(_, r)| measured(r) && r.slowdown.is_some()) {
         let size = r.background.as_ref().map(|b| b.size_bytes).unwrap_or(0);
-        acc.entry((fg_title(r), size)).or_default().push(r);
+        acc.entry((fg, size)).or_default().push(r);
     }
     acc.into_iter()
         .map(|(k, rows)| {
@@ -579,6 +619,7 @@ fn interference_build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Bloc
     if fgs.is_empty() {
         doc.push(Block::Text("No row measured a slowdown (runs without a background have none to plot).".into()));
     }
+    doc.extend(not_measured(runs, fg_sections));
     Ok(doc)
 }
 
@@ -751,6 +792,12 @@ pub fn write(runs: &[Labeled], dir: &Path) -> Result<(), String> {
         ));
     }
     for l in runs {
+        if l.label.is_empty() || l.label.chars().any(char::is_control) {
+            return Err(format!("label {:?}: a label is a name without control characters", l.label));
+        }
+        if l.run.rows.is_empty() {
+            return Err(format!("{}: the run has no rows: nothing to report", l.label));
+        }
         super::compare::check_values(&l.run)
             .and_then(|()| check_plottable(&l.run))
             .map_err(|e| format!("{}: {e}", l.label))?;
@@ -758,8 +805,13 @@ pub fn write(runs: &[Labeled], dir: &Path) -> Result<(), String> {
     if let Some((_, l)) = runs.iter().enumerate().find(|(i, l)| runs[..*i].iter().any(|m| m.label == l.label)) {
         return Err(format!("two runs are labelled '{}': labels must differ", l.label));
     }
-    if dir.exists() && !dir.is_dir() {
+    // The report's own folder is made; the one it goes in must exist (as for -J and --junit).
+    if std::fs::symlink_metadata(dir).is_ok() && !dir.is_dir() {
         return Err(format!("-o {}: exists and is not a folder", dir.display()));
+    }
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !dir.exists() && !parent.is_dir() {
+        return Err(format!("-o {}: folder {} does not exist", dir.display(), parent.display()));
     }
     // Everything is drawn before anything is written, and every file is written whole (a
     // failure leaves no half-drawn chart); the charts go first, the pages that show them last.
@@ -769,7 +821,9 @@ pub fn write(runs: &[Labeled], dir: &Path) -> Result<(), String> {
         "interference" => interference_build(runs, &mut charts)?,
         _ => build(runs, &mut charts)?,
     };
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if !dir.exists() {
+        std::fs::create_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
     let pages = [("report.md".to_string(), markdown(&doc)), ("report.html".to_string(), html(&doc))];
     if let Some((name, _)) =
         charts.svgs.iter().chain(&pages).find(|(n, _)| dir.join(n).exists() && !dir.join(n).is_file())

@@ -28,9 +28,9 @@ fn bad_input_is_one_line_and_exit_6() {
         (vec!["-D", "nvl"], "add -R 2"),
         (vec!["-D", "2", "-R", "1"], "add -R 2"),
         (vec!["--bogus"], "--bogus"),
-        (vec!["-V", "5000"], "-V 5000"),
+        (vec!["-V", "5000"], "5000 is not in 0..=1024"),
         // A size typo is bounded before anything is allocated (it used to grow without bound).
-        (vec!["-e", "99999T"], "points (at most 10000)"),
+        (vec!["-e", "99999T"], "(1 TiB) per rank"),
         (vec!["-b", "1", "-e", "1G", "-i", "1"], "points (at most 10000)"),
         // Negative numbers name their flag.
         (vec!["-n", "-1"], "--iters"),
@@ -40,7 +40,7 @@ fn bad_input_is_one_line_and_exit_6() {
         (vec!["--csv", "/nonexistent/dir/x.csv"], "does not exist"),
         // GIN knobs with no impl on NCCL's GIN, or out of range.
         (vec!["--gin-contexts", "2"], "--gin-contexts applies to the impls on NCCL's GIN"),
-        (vec!["-D", "gin", "-R", "2", "--gin-contexts", "0"], "--gin-contexts 0 is not in 1..=1024"),
+        (vec!["-D", "gin", "-R", "2", "--gin-contexts", "0"], "'--gin-contexts <N>': 0 is not in 1..=1024"),
         // A timeout that would overflow the watchdog's milliseconds.
         (vec!["-T", "18446744073709552"], "--timeout"),
         // An empty -D item; results files that would overwrite each other or a device.
@@ -49,11 +49,17 @@ fn bad_input_is_one_line_and_exit_6() {
         (vec!["-J", "/dev/null"], "not a regular file"),
         (vec!["--csv", "-"], "CSV is written to a file"),
         // A sweep whose point count overflowed: a panic in debug builds, unbounded in release.
-        (vec!["-b", "0", "-e", "18446744073709551615", "-f", "1", "-i", "1"], "points (at most 10000)"),
+        (vec!["-b", "0", "-e", "1T", "-f", "1", "-i", "1"], "points (at most 10000)"),
+        (vec!["-b", "16T", "-e", "16T"], "is above 1099511627776 bytes (1 TiB) per rank"),
+        (vec!["-b", "18446744073709551615", "-e", "18446744073709551615"], "(1 TiB)"),
+        // Ranges named as the flag's, not u32's.
+        (vec!["-a", "-1"], "-1 is not in 0..=3"),
+        (vec!["-D", "gin", "-R", "2", "--gin-contexts", "-1"], "-1 is not in 1..=1024"),
         (vec!["-m", "1000001"], "--agg_iters"),
         // Flags nothing in the run would use.
         (vec!["--require-gin", "-D", "host"], "--require-gin applies to the impls on NCCL's GIN"),
         (vec!["-g", "2", "--emulate-nodes", "2", "-D", "host"], "this run has neither"),
+        (vec!["--gin-backend", "loopback"], "--gin-backend loopback carries GIN for gin / hybrid"),
         // A file name the results could never be written under, found before the run.
         (vec!["-J", &"x".repeat(300)], "the file name is over the 255 bytes"),
     ] {
@@ -122,6 +128,12 @@ fn no_gpu_is_exit_8_with_a_reason() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("env --json prints JSON");
     assert!(v["network"]["kind"].is_string());
     assert!(v["gin"]["reason"].is_string());
+    // Why the exit is 8 is on stderr, one line, with the JSON as with the text.
+    for args in [&["env", "--json"][..], &["env"][..]] {
+        let e = stderr(&run(GB, args, &[]));
+        assert!(e.starts_with("ginbench: error: ") && e.contains("no CUDA driver"), "{args:?}: {e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "{args:?}: {e}");
+    }
 }
 
 #[test]
@@ -159,6 +171,9 @@ fn ep_perf_bad_input_is_one_line_and_exit_6() {
         (vec!["--preset", "gpt-5"], "unknown preset 'gpt-5'"),
         (vec!["--hidden", "1000"], "multiple of 128"),
         (vec!["-b", "0"], "tokens per rank"),
+        // Token counts speak of tokens, not bytes.
+        (vec!["-b", "-1"], "invalid token count '-1' (fix: give a whole number of tokens per rank"),
+        (vec!["-i", "99999999999999G"], "token count '99999999999999G' is too large"),
         (vec!["-d", "int4"], "unknown dispatch dtype"),
         (vec!["--routing", "zipf:-1"], "bad routing"),
         (vec!["-D", "deepep"], "unknown implementation 'deepep'"),

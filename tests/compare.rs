@@ -426,6 +426,7 @@ fn exit_codes_of_the_command() {
         ("5%", "threshold 5%"),
         ("2.5", "threshold 2.5%"),
         ("999.99%", "threshold 999.99%"),
+        ("1000%", "threshold 1000%"),
         ("0.0000001%", "threshold 1e-7%"),
     ] {
         let o = out(&[&base, &same], &["--threshold", given]);
@@ -440,6 +441,7 @@ fn exit_codes_of_the_command() {
         out(&[&base, &junk], &[]),
         out(&[&base, &dir.join("absent.json")], &[]),
         out(&[&base, &same], &["--threshold", "x"]),
+        out(&[&base, &same], &["--threshold", "1000.01%"]),
     ] {
         assert_eq!(bad.status.code(), Some(2));
         let e = String::from_utf8_lossy(&bad.stderr);
@@ -468,12 +470,13 @@ fn loader_accepts_a_byte_order_mark() {
 }
 
 #[test]
-fn no_subcommand_is_bad_input() {
+fn no_subcommand_is_a_usage_error() {
     let o = Command::new(env!("CARGO_BIN_EXE_ginbench")).output().unwrap();
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(6));
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains("Usage: ginbench <COMMAND>"), "{e}");
-    assert!(o.stdout.is_empty(), "usage goes to stderr");
+    assert!(e.starts_with("ginbench: error: no command given (fix: ginbench env | mpi-check"), "{e}");
+    assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    assert!(o.stdout.is_empty(), "errors go to stderr");
     // asking for help is still a success, on stdout
     let o = Command::new(env!("CARGO_BIN_EXE_ginbench")).arg("--help").output().unwrap();
     assert_eq!(o.status.code(), Some(0));

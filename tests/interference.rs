@@ -243,7 +243,7 @@ fn command_line_errors_are_one_line_before_any_gpu() {
         (vec!["-G", "1"], "-G is not offered"),
         (vec!["-e", "99999T"], "is above"),
         (vec!["--ep-gin-contexts", "4"], "--ep-gin-contexts applies to the impls on NCCL's GIN"),
-        (vec!["-D", "gin", "--ep-gin-contexts", "0"], "--ep-gin-contexts 0"),
+        (vec!["-D", "gin", "--ep-gin-contexts", "0"], "'--ep-gin-contexts <N>': 0 is not in 1..=1024"),
     ] {
         let o = Command::new(BIN).args(&args).output().unwrap();
         let e = String::from_utf8_lossy(&o.stderr);

@@ -1,6 +1,6 @@
 //! `alltoall_perf` command line: nccl-tests flags with their meanings, plus ginbench's own.
 use super::registry::{self, ImplInfo};
-use crate::driver::cli::{flag01, help_footer, iterations, Asked, CommonArgs, GinArgs, VERSION};
+use crate::driver::cli::{flag01, help_footer, iterations, zero_or_one, Asked, CommonArgs, GinArgs, VERSION};
 use crate::driver::Common;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
@@ -41,16 +41,16 @@ pub struct Args {
     #[arg(short = 'd', long = "datatype", default_value = "float")]
     pub datatype: String,
     /// 1: synchronize the stream after every operation
-    #[arg(short = 'z', long = "blocking", default_value_t = 0)]
+    #[arg(short = 'z', long = "blocking", default_value_t = 0, value_parser = zero_or_one())]
     pub blocking: u32,
     /// Buffer registration: 0 none, 1 ncclCommRegister, 2 symmetric window
-    #[arg(short = 'R', long = "local_register", default_value_t = 0)]
+    #[arg(short = 'R', long = "local_register", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=2))]
     pub local_register: u32,
     /// Implementation(s): number or name, comma-separated, or `all` (see --list-impls)
     #[arg(short = 'D', long = "device_implementation", default_value = "0")]
     pub implementation: String,
     /// 1: report host enqueue (CPU) time instead of completion time
-    #[arg(short = 'C', long = "report_cputime", default_value_t = 0)]
+    #[arg(short = 'C', long = "report_cputime", default_value_t = 0, value_parser = zero_or_one())]
     pub report_cputime: u32,
     #[command(flatten)]
     pub gin: GinArgs,
@@ -79,6 +79,12 @@ impl Config {
         let min = sizes::parse_size(&a.minbytes)?;
         let max = sizes::parse_size(&a.maxbytes)?;
         let step = sizes::parse_size(&a.stepbytes)?;
+        if max > sizes::MAX_BYTES {
+            return Err(Error::usage(
+                format!("-e {max} is above {} bytes (1 TiB) per rank", sizes::MAX_BYTES),
+                "give bytes per rank that fit a GPU, e.g. -e 2G",
+            ));
+        }
         let sweep = sizes::sweep(min, max, a.stepfactor, step, "-i 1M")?;
         let impls = registry::resolve(&a.implementation)?;
         let asked = Asked::new(&a.implementation, impls.iter().map(|i| (i.name, i.emulated(), i.real_gin())));
@@ -186,8 +192,8 @@ mod tests {
             (vec!["-b", "8X"], "unknown size suffix 'X'"),
             (vec!["-D", "warp-drive"], "unknown implementation 'warp-drive'"),
             (vec!["-D", "99"], "unknown implementation '99'"),
-            (vec!["-R", "3"], "-R 3"),
-            (vec!["-a", "7"], "-a 7"),
+            (vec!["-R", "3"], "'--local_register <LOCAL_REGISTER>': 3 is not in 0..=2"),
+            (vec!["-a", "7"], "7 is not in 0..=3"),
             (vec!["-z", "1", "-G", "1"], "-z 1 cannot"),
             (vec!["-d", "quaternion"], "unknown datatype"),
             (vec!["-t", "0"], "at least 1"),
@@ -202,7 +208,7 @@ mod tests {
                 vec!["-D", "gin-emu", "-R", "2", "-g", "2", "--emulate-nodes", "2", "--gin-contexts", "2"],
                 "--gin-contexts applies",
             ),
-            (vec!["-D", "gin", "-R", "2", "--gin-contexts", "0"], "--gin-contexts 0 is not in 1..=1024"),
+            (vec!["-D", "gin", "-R", "2", "--gin-contexts", "0"], "'--gin-contexts <N>': 0 is not in 1..=1024"),
             (vec!["-D", "gin", "-R", "2", "--gin-contexts", "-1"], "--gin-contexts"),
             (vec!["-D", "gin", "-R", "2", "--gin-type", "rdma"], "rdma"),
         ] {

@@ -35,7 +35,8 @@ enum Cmd {
     Compare {
         baseline: PathBuf,
         candidate: PathBuf,
-        /// Slowdown that counts as a regression (beyond the baseline's own spread too)
+        /// Slowdown that counts as a regression (beyond the baseline's own spread too), in percent
+        /// from 0 to 1000: 5% or 5 (a bare 0.05 is 0.05 %)
         #[arg(long, default_value = "5%", allow_hyphen_values = true)]
         threshold: String,
         /// Also write the verdicts as JSON (schema ginbench-compare/1)
@@ -280,9 +281,11 @@ fn main() {
             std::process::exit(0);
         }
         if e.kind() == DisplayHelpOnMissingArgumentOrSubcommand {
-            // No subcommand: nothing was asked for, so this is bad input, not a success.
-            eprint!("{}", e.render());
-            std::process::exit(2);
+            // No subcommand: nothing was asked for, so this is a usage error, not a success.
+            eprintln!(
+                "{PROG}: error: no command given (fix: ginbench env | mpi-check | compare | report | ceiling; see ginbench --help)"
+            );
+            std::process::exit(Exit::Usage as i32);
         }
         eprintln!("{PROG}: error: {} (fix: see ginbench --help)", ginbench::error::clap_one_line(&e));
         std::process::exit(bad_input_exit())
@@ -295,7 +298,12 @@ fn main() {
             } else {
                 print!("{}", node::render(&r));
             }
-            std::process::exit(if r.problems.is_empty() { 0 } else { Exit::Environment as i32 });
+            if r.problems.is_empty() {
+                std::process::exit(0);
+            }
+            // The report (or the JSON) is on stdout; why the exit is 8, on stderr in both forms.
+            eprintln!("{PROG}: error: {}", r.problems.join("; "));
+            std::process::exit(Exit::Environment as i32);
         }
         Cmd::MpiCheck => match ginbench::bootstrap::check::run() {
             Ok(line) => println!("{line}"),

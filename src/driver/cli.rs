@@ -23,6 +23,12 @@ Exit codes: 0 ok, 1 internal error, 2 CUDA error, 3 NCCL error, 4 timeout, 5 not
 /// would exhaust memory or run for days instead of failing at once.
 pub const MAX_ITERATIONS: u32 = 1_000_000;
 
+/// Parser of a 0 / 1 flag (`-z`, `-C`, `-I`, `--*-split-share`): a value outside names the range,
+/// not u32's.
+pub fn zero_or_one() -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(0..=1)
+}
+
 /// Parser of an iteration-count flag: `least..=MAX_ITERATIONS`.
 pub fn iterations(least: u32) -> clap::builder::RangedI64ValueParser<u32> {
     clap::value_parser!(u32).range(i64::from(least)..=i64::from(MAX_ITERATIONS))
@@ -52,17 +58,17 @@ pub struct CommonArgs {
     #[arg(short = 'G', long = "cudagraph", default_value_t = 0, value_parser = iterations(0))]
     pub cudagraph: u32,
     /// Time reduced over ranks: 0 rank 0, 1 average, 2 minimum, 3 maximum
-    #[arg(short = 'a', long = "average", default_value_t = 1)]
+    #[arg(short = 'a', long = "average", default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=3))]
     pub average: u32,
     /// Seconds a step (init, one measurement) may take before communicators are aborted (0 = off;
     /// at most 604800, a week)
     #[arg(short = 'T', long = "timeout", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=604_800))]
     pub timeout: u64,
     /// CTAs for device kernels (0 = each impl's tuned default)
-    #[arg(short = 'V', long = "device_cta_count", default_value_t = 0)]
+    #[arg(short = 'V', long = "device_cta_count", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1024))]
     pub cta_count: u32,
     /// 1: add per-iteration p50 / p99 columns to the table (EP tables always show them)
-    #[arg(short = 'I', long = "per_iter_timing", default_value_t = 0)]
+    #[arg(short = 'I', long = "per_iter_timing", default_value_t = 0, value_parser = zero_or_one())]
     pub per_iter_timing: u32,
     /// Write results as JSON (schema ginbench/1) to FILE (`-` for stdout; the table then goes to stderr)
     #[arg(short = 'J', long = "output_file", value_name = "FILE")]
@@ -105,7 +111,8 @@ macro_rules! gin_flags {
                 "GIN contexts to ask for ", $whose,
                 " (ncclDevCommRequirements ginContextCount, a hint: the JSON records what NCCL granted)"
             ))]
-            #[arg(id = concat!($p, "-contexts"), long = concat!($p, "-contexts"), value_name = "N")]
+            #[arg(id = concat!($p, "-contexts"), long = concat!($p, "-contexts"), value_name = "N",
+                value_parser = clap::value_parser!(u32).range(1..=i64::from($crate::gin_transport::MAX_GIN_CONTEXTS)))]
             pub contexts: Option<u32>,
             #[arg(help = concat!(
                 "GIN backend to ask for ", $whose, " (ncclDevCommRequirements ginType; needs NCCL >= 2.31.2 headers)"
@@ -238,12 +245,6 @@ impl Common {
         let local_ranks = a.nthreads.checked_mul(a.ngpus).filter(|&r| r <= 4096).ok_or_else(|| {
             Error::usage(format!("-t {} × -g {} ranks in one process", a.nthreads, a.ngpus), "use -t × -g ≤ 4096")
         })?;
-        if a.average > 3 {
-            return Err(Error::usage(format!("-a {} is not 0..3", a.average), "-a 0 rank 0, 1 average, 2 min, 3 max"));
-        }
-        if a.cta_count > 1024 {
-            return Err(Error::usage(format!("-V {} is above 1024", a.cta_count), "use -V 1..1024 (0 = default)"));
-        }
         let per_iter = flag01(a.per_iter_timing, "-I")?;
         let ranks = launcher_world_size().or((!crate::bootstrap::launched_by_mpi()).then_some(local_ranks));
         if ranks == Some(0) {
@@ -260,6 +261,14 @@ impl Common {
         }
         let loopback = a.gin_backend == crate::gin_backend::Backend::Loopback;
         crate::gin_transport::check_emulate_nodes(a.emulate_nodes, asked.all, asked.first_emu, loopback)?;
+        // Loopback carries GIN for gin / hybrid, and with --emulate-nodes NCCL's traffic between
+        // the virtual nodes (so host runs on it too); with neither it would change nothing.
+        if loopback && !asked.real_gin && !asked.all && a.emulate_nodes.is_none() {
+            return Err(Error::usage(
+                "--gin-backend loopback carries GIN for gin / hybrid (or, with --emulate-nodes, NCCL's traffic between virtual nodes), and this run has neither",
+                "drop it, or add gin / hybrid to -D",
+            ));
+        }
         if a.require_gin && !asked.real_gin {
             return Err(Error::usage(
                 "--require-gin applies to the impls on NCCL's GIN (gin, hybrid), and this run has none",

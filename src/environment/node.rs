@@ -142,7 +142,9 @@ pub fn render(r: &NodeReport) -> String {
             if d.detail.is_empty() { String::new() } else { format!(", {}", d.detail) }
         );
     }
-    s += &format!("gin           {} (connection {}): {}\n", e.gin.kind, e.gin.connection, e.gin.reason);
+    let connection =
+        if e.gin.connection.is_empty() { String::new() } else { format!(" (connection {})", e.gin.connection) };
+    s += &format!("gin           {}{connection}: {}\n", e.gin.kind, e.gin.reason);
     s += "variables\n";
     for (k, v) in &e.vars {
         s += &format!("  {k}={v}\n");

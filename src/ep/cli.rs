@@ -49,7 +49,7 @@ pub struct Args {
     /// Experts in total (overrides the preset; at most 16384)
     #[arg(long = "experts")]
     pub experts: Option<usize>,
-    /// Minimum tokens per rank (default: 128 LL, 4096 HT)
+    /// Minimum tokens per rank (default: 128 LL, 4096 HT; a K suffix is 1024 tokens)
     #[arg(short = 'b', long = "mintokens")]
     pub min_tokens: Option<String>,
     /// Maximum tokens per rank (default: -b)
@@ -108,9 +108,9 @@ impl Config {
     pub fn from_args(a: &Args, command: String) -> Result<Config> {
         let modes = list(&a.mode, "mode", Mode::parse)?;
         let shape = shape::resolve(&a.preset, a.hidden, a.topk, a.experts)?;
-        let step = sizes::parse_size(&a.step)?;
-        let min = a.min_tokens.as_deref().or(a.max_tokens.as_deref()).map(sizes::parse_size).transpose()?;
-        let max = a.max_tokens.as_deref().map(sizes::parse_size).transpose()?.or(min);
+        let step = sizes::parse_tokens(&a.step)?;
+        let min = a.min_tokens.as_deref().or(a.max_tokens.as_deref()).map(sizes::parse_tokens).transpose()?;
+        let max = a.max_tokens.as_deref().map(sizes::parse_tokens).transpose()?.or(min);
         for t in min.into_iter().chain(max) {
             shape::check_tokens(t, "e.g. -b 1 -e 256")?;
         }
@@ -153,7 +153,7 @@ impl Config {
             ));
         }
         if let Some(p) = a.common.profile_size.as_deref() {
-            let t = sizes::parse_size(p)? as usize;
+            let t = sizes::parse_tokens(p)? as usize;
             if !swept.contains(&t) {
                 return Err(Error::usage(
                     format!("--profile-size {t} is not one of the sweep's tokens per rank"),
@@ -235,7 +235,7 @@ mod tests {
             (vec!["--routing", "hot"], "bad routing"),
             (vec!["--routing", "group-limited:7:1"], "does not fit"),
             (vec!["-D", "deepep"], "unknown implementation"),
-            (vec!["-a", "9"], "-a 9"),
+            (vec!["-a", "9"], "9 is not in 0..=3"),
             (vec!["-n", "0"], "--iters"),
             (vec!["-n", "1000001"], "1..=1000000"),
             (vec!["-N", "4294967295"], "--run_cycles"),
@@ -254,7 +254,7 @@ mod tests {
             (vec!["-J", "/nonexistent/dir/x.json"], "does not exist"),
             (vec!["--profile-size", "77"], "not one of the sweep"),
             (vec!["--gin-contexts", "4"], "--gin-contexts applies to the impls on NCCL's GIN"),
-            (vec!["-D", "gin", "--gin-contexts", "2000"], "--gin-contexts 2000 is not in 1..=1024"),
+            (vec!["-D", "gin", "--gin-contexts", "2000"], "'--gin-contexts <N>': 2000 is not in 1..=1024"),
         ] {
             let e = cfg(&args).unwrap_err();
             assert_eq!(e.exit, Exit::Usage, "{args:?}: {e}");

@@ -1,17 +1,38 @@
 //! Message sizes: parsing (`8`, `64K`, `2G`), the sweep (`-b -e -f -i`) and alltoall counts.
 use crate::error::{Error, Result};
 
+/// Largest buffer per rank a benchmark may ask for (1 TiB, beyond any GPU): a size typo such as
+/// `-e 16T` is a usage error before anything is allocated, not an out-of-memory on the GPU.
+pub const MAX_BYTES: u64 = 1 << 40;
+
+/// What a count on the command line counts: its error messages say so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Bytes,
+    Tokens,
+}
+
 /// Parse a byte count with an optional binary suffix K, M, G or T (case-insensitive), as
 /// nccl-tests does: `-b 8 -e 2G`.
 pub fn parse_size(s: &str) -> Result<u64> {
+    parse_count(s, Unit::Bytes)
+}
+
+/// Parse a token count (tokens per rank), which takes the same suffixes: `-e 4K`.
+pub fn parse_tokens(s: &str) -> Result<u64> {
+    parse_count(s, Unit::Tokens)
+}
+
+fn parse_count(s: &str, unit: Unit) -> Result<u64> {
+    let (what, how) = match unit {
+        Unit::Bytes => ("size", "a whole number of bytes with an optional K, M, G or T suffix, e.g. 8, 64K, 2G"),
+        Unit::Tokens => ("token count", "a whole number of tokens per rank with an optional K suffix, e.g. 128, 4K"),
+    };
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, suffix) = t.split_at(split);
     if num.is_empty() {
-        return Err(Error::usage(
-            format!("invalid size '{s}'"),
-            "give a whole number of bytes with an optional K, M, G or T suffix, e.g. 8, 64K, 2G",
-        ));
+        return Err(Error::usage(format!("invalid {what} '{s}'"), format!("give {how}")));
     }
     let shift = match suffix.to_ascii_uppercase().as_str() {
         "" => 0,
@@ -21,15 +42,14 @@ pub fn parse_size(s: &str) -> Result<u64> {
         "T" => 40,
         _ => {
             return Err(Error::usage(
-                format!("unknown size suffix '{suffix}' in '{s}'"),
-                "use K, M, G or T (binary multiples: 1K = 1024 bytes)",
+                format!("unknown {what} suffix '{suffix}' in '{s}'"),
+                "use K, M, G or T (binary multiples: 1K = 1024)",
             ))
         }
     };
-    let n: u64 =
-        num.parse().map_err(|_| Error::usage(format!("size '{s}' is too large"), "use a size below 2^64 bytes"))?;
-    n.checked_mul(1u64 << shift)
-        .ok_or_else(|| Error::usage(format!("size '{s}' is too large"), "use a size below 2^64 bytes"))
+    let too_large = || Error::usage(format!("{what} '{s}' is too large"), format!("give {how}"));
+    let n: u64 = num.parse().map_err(|_| too_large())?;
+    n.checked_mul(1u64 << shift).ok_or_else(too_large)
 }
 
 /// The most points one `-b/-e/-f/-i` sweep may have: a typo such as `-e 99999T` must be an error
@@ -103,6 +123,20 @@ mod tests {
         assert_eq!(parse_size("64K").unwrap(), 65536);
         assert_eq!(parse_size("2g").unwrap(), 2 << 30);
         assert_eq!(parse_size("1M").unwrap(), 1 << 20);
+    }
+
+    #[test]
+    fn token_counts_speak_of_tokens() {
+        assert_eq!(parse_tokens("4K").unwrap(), 4096);
+        for bad in ["-1", "x", "99999999999999G"] {
+            let e = parse_tokens(bad).unwrap_err();
+            assert!(
+                e.msg.contains("token count")
+                    && e.to_string().contains("tokens per rank")
+                    && !e.to_string().contains("bytes"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::ep::registry::{self as ep, EpImplInfo};
 use crate::ep::shape::{self, Payload, Shape};
 use crate::error::{Error, Result};
 use crate::gin_transport::GinRequest;
-use crate::harness::sizes;
+use crate::harness::sizes::{self, MAX_BYTES};
 use crate::nccl::config::CommConfig;
 use clap::Parser;
 use serde::Serialize;
@@ -38,10 +38,6 @@ ncclConfig_t (--ep-* / --dp-* knobs; unset knobs keep NCCL's defaults and its NC
 NCCL's kernels for the background. --profile-size takes a background size: its together window is
 wrapped in cuProfilerStart / Stop (nsys profile --capture-range=cudaProfilerApi). CUDA graphs (-G)
 are not offered here.";
-
-/// Largest buffer per rank either side may ask for (1 TiB, beyond any GPU): a size typo is a
-/// usage error before anything is allocated.
-pub const MAX_BYTES: u64 = 1 << 40;
 
 /// The foreground operation's kind.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -94,7 +90,7 @@ pub struct Args {
     pub size: Option<String>,
     /// alltoall foreground: buffer registration, 0 none, 1 ncclCommRegister, 2 symmetric window
     /// (default 2)
-    #[arg(short = 'R', long = "local_register")]
+    #[arg(short = 'R', long = "local_register", value_parser = clap::value_parser!(u32).range(0..=2))]
     pub local_register: Option<u32>,
     /// EP foreground: mode(s), ll and/or ht (default ll)
     #[arg(long = "mode")]
@@ -161,7 +157,8 @@ macro_rules! knobs {
             #[arg(id = concat!($p, "-cga-cluster-size"), long = concat!($p, "-cga-cluster-size"), value_name = "N")]
             pub cga_cluster_size: Option<i32>,
             #[arg(help = concat!($who, " communicator: ncclConfig_t splitShare (1: share the parent's resources)"))]
-            #[arg(id = concat!($p, "-split-share"), long = concat!($p, "-split-share"), value_name = "0|1")]
+            #[arg(id = concat!($p, "-split-share"), long = concat!($p, "-split-share"), value_name = "0|1",
+                                        value_parser = $crate::driver::cli::zero_or_one())]
             pub split_share: Option<u32>,
             #[arg(help = concat!($who, " communicator: ncclConfig_t netName (e.g. IB, Socket)"))]
             #[arg(id = concat!($p, "-net-name"), long = concat!($p, "-net-name"), value_name = "NAME")]
@@ -330,7 +327,7 @@ impl Config {
                 let tokens = a
                     .tokens
                     .as_deref()
-                    .map(|t| list(t, "tokens", |s| shape::check_tokens(sizes::parse_size(s)?, "e.g. --tokens 128")))
+                    .map(|t| list(t, "tokens", |s| shape::check_tokens(sizes::parse_tokens(s)?, "e.g. --tokens 128")))
                     .transpose()?;
                 let payload = Payload::parse(a.datatype.as_deref().unwrap_or("bf16"))?;
                 let asked = Asked::new(&a.implementation, impls.iter().map(|i| (i.name, i.emulated(), i.real_gin())));
@@ -561,7 +558,7 @@ mod tests {
             (vec!["-G", "1"], "-G is not offered"),
             (vec!["--dp-max-ctas", "0"], "--dp-max-ctas 0"),
             (vec!["--ep-min-ctas", "9", "--ep-max-ctas", "8"], "is above"),
-            (vec!["--dp-split-share", "2"], "--dp-split-share 2"),
+            (vec!["--dp-split-share", "2"], "'--dp-split-share <0|1>': 2 is not in 0..=1"),
             (vec!["--dp-traffic-class", "300"], "--dp-traffic-class 300"),
             (vec!["--profile-size", "3M"], "not one of the background sizes"),
             (vec!["--ep", "-1"], "--ep"),
@@ -569,14 +566,14 @@ mod tests {
             (vec!["-D", "gin-emu"], "--emulate-nodes"),
             (vec!["--ep-gin-contexts", "2"], "--ep-gin-contexts applies to the impls on NCCL's GIN"),
             (vec!["--fg", "alltoall", "-D", "nvl,host", "--ep-gin-contexts", "2"], "--ep-gin-contexts applies"),
-            (vec!["-D", "gin", "--ep-gin-contexts", "0"], "--ep-gin-contexts 0 is not in 1..=1024"),
+            (vec!["-D", "gin", "--ep-gin-contexts", "0"], "'--ep-gin-contexts <N>': 0 is not in 1..=1024"),
             // The background runs NCCL's collectives: no device communicator, no GIN knobs.
             (vec!["-D", "gin", "--dp-gin-contexts", "2"], "--dp-gin-contexts"),
             // A flag the run would ignore is refused.
             (vec!["--fg", "alltoall", "--mode", "xx"], "--mode shapes the EP foreground; this run's is alltoall"),
             (vec!["--fg", "alltoall", "--tokens", "0"], "--tokens shapes the EP foreground"),
             (vec!["--fg", "ep", "--size", "0"], "--size sets the alltoall foreground; this run's is ep"),
-            (vec!["-R", "7"], "--local_register sets the alltoall foreground"),
+            (vec!["-R", "1"], "--local_register sets the alltoall foreground"),
             (vec!["--bg", "none", "-f", "0"], "--stepfactor sets background sizes; --bg none has none"),
         ] {
             let e = cfg(&args).unwrap_err();

@@ -34,12 +34,18 @@ impl Layout {
         }
         let dp = dp.unwrap_or(ranks / ep);
         if dp != ranks / ep && dp != ranks {
+            // With --ep 1, EP × DP is every rank: one choice, named once.
+            let fix = if ep == 1 {
+                format!("use --dp {ranks} (DP over every rank)")
+            } else {
+                format!("use --dp {} (one rank of each EP group) or --dp {ranks} (DP over every rank)", ranks / ep)
+            };
             return Err(Error::usage(
                 format!(
                     "--dp {dp} with --ep {ep} on {ranks} ranks is neither EP × DP ({}) nor every rank ({ranks})",
                     ranks / ep
                 ),
-                format!("use --dp {} (one rank of each EP group) or --dp {ranks} (DP over every rank)", ranks / ep),
+                fix,
             ));
         }
         Ok(Layout { ranks, ep, dp })
@@ -145,5 +151,8 @@ mod tests {
             assert!(e.msg.contains(needle), "{e}");
             assert!(!e.to_string().contains('\n'));
         }
+        // With --ep 1 the two suggestions would be one: it is named once.
+        let e = Layout::new(4, Some(1), Some(1)).unwrap_err();
+        assert_eq!(e.fix.as_deref(), Some("use --dp 4 (DP over every rank)"));
     }
 }

@@ -112,7 +112,7 @@ pub fn parse_threshold(s: &str) -> Result<f64, String> {
     let t = t.strip_suffix('%').unwrap_or(t);
     match t.parse::<f64>() {
         // + 0.0 turns -0 into 0.
-        Ok(v) if (0.0..1000.0).contains(&v) => Ok(v / 100.0 + 0.0),
+        Ok(v) if (0.0..=1000.0).contains(&v) => Ok(v / 100.0 + 0.0),
         _ => Err(format!("threshold '{s}' is not a percentage from 0 to 1000 (e.g. 5%)")),
     }
 }

@@ -111,8 +111,8 @@ macro_rules! gin_flags {
                 "GIN contexts to ask for ", $whose,
                 " (ncclDevCommRequirements ginContextCount, a hint: the JSON records what NCCL granted)"
             ))]
-            #[arg(id = concat!($p, "-contexts"), long = concat!($p, "-contexts"), value_name = "N",
-                value_parser = clap::value_parser!(u32).range(1..=i64::from($crate::gin_transport::MAX_GIN_CONTEXTS)))]
+            #[arg(id = concat!($p, "-contexts"), long = concat!($p, "-contexts"), value_name = "N")]
+            #[arg(value_parser = clap::value_parser!(u32).range(1..=i64::from($crate::gin_transport::MAX_GIN_CONTEXTS)))]
             pub contexts: Option<u32>,
             #[arg(help = concat!(
                 "GIN backend to ask for ", $whose, " (ncclDevCommRequirements ginType; needs NCCL >= 2.31.2 headers)"

@@ -157,8 +157,8 @@ macro_rules! knobs {
             #[arg(id = concat!($p, "-cga-cluster-size"), long = concat!($p, "-cga-cluster-size"), value_name = "N")]
             pub cga_cluster_size: Option<i32>,
             #[arg(help = concat!($who, " communicator: ncclConfig_t splitShare (1: share the parent's resources)"))]
-            #[arg(id = concat!($p, "-split-share"), long = concat!($p, "-split-share"), value_name = "0|1",
-                                        value_parser = $crate::driver::cli::zero_or_one())]
+            #[arg(id = concat!($p, "-split-share"), long = concat!($p, "-split-share"), value_name = "0|1")]
+            #[arg(value_parser = $crate::driver::cli::zero_or_one())]
             pub split_share: Option<u32>,
             #[arg(help = concat!($who, " communicator: ncclConfig_t netName (e.g. IB, Socket)"))]
             #[arg(id = concat!($p, "-net-name"), long = concat!($p, "-net-name"), value_name = "NAME")]

@@ -308,8 +308,9 @@ fn measure(r: &Rank, imp: &dyn super::Impl, cfg: &Config, case: &Case, checker: 
     } else {
         let _range = crate::profile::range(|| format!("{label} check"));
         let mut wrong = 0;
-        for rep in 0..cfg.common.check {
-            wrong += step.check_once(checker, rep + 1, cfg.common.graph_launches > 0)?;
+        for _ in 0..cfg.common.check {
+            let seed = checker.next_seed();
+            wrong += step.check_once(checker, seed, cfg.common.graph_launches > 0)?;
             if wrong > 0 {
                 break;
             }

@@ -234,7 +234,7 @@ impl State<'_> {
 
         let (mut wd, mut wc) = (None, None);
         for _ in 0..cfg.common.check {
-            self.seed += 1;
+            self.seed = harness::check::next_seed(self.seed);
             let (bad, badc) = ph.check_once(&self.checks, self.seed, cfg.common.graph_launches > 0)?;
             *wd.get_or_insert(0) += bad;
             *wc.get_or_insert(0) += badc;

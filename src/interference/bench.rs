@@ -236,7 +236,7 @@ impl Runner<'_> {
         if cfg.bg == BgOp::None {
             let mut wrong = None;
             for _ in 0..cfg.common.check {
-                self.seed += 1;
+                self.seed = harness::check::next_seed(self.seed);
                 *wrong.get_or_insert(0) += (p.check)(self.seed)?;
             }
             let wrong = wrong.map(|w| self.world_sum(w));
@@ -315,7 +315,7 @@ impl Runner<'_> {
         let iters = ((cover / bg_alone_max.max(1e-3)).ceil() as u32).clamp(2, measure::MAX_BG_ITERS);
         let (mut fg_wrong, mut bg_wrong, mut overlap) = (0, 0, 1.0f64);
         for _ in 0..self.cfg.common.check {
-            self.seed += 1;
+            self.seed = harness::check::next_seed(self.seed);
             let seed = self.seed;
             self.bg.start_check(seed)?;
             let (w, marks) = measure::overlapped(

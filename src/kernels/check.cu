@@ -11,9 +11,11 @@
 
 namespace {
 
+// (seed, rank) are hashed apart from the index: shifted into one word they overlapped (seed 256
+// of rank 0 was seed 0 of rank 1), so two checks could share a pattern.
 template <typename T>
 __device__ __forceinline__ T pattern(uint32_t seed, uint32_t rank, uint64_t idx) {
-  return static_cast<T>(gb_splitmix64((uint64_t(seed) << 40) ^ (uint64_t(rank) << 48) ^ idx));
+  return static_cast<T>(gb_splitmix64(gb_splitmix64((uint64_t(seed) << 32) | rank) ^ idx));
 }
 
 template <typename T>

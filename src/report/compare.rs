@@ -3,24 +3,23 @@
 //! Rows match on (benchmark, impl, size, dtype, placement, mode, phase, tokens, for a combine the
 //! dtype of the dispatch it followed, and for interference rows the background's op and size);
 //! repeated measurements of one key (`-N` cycles) form a group. A regression is a candidate slower
-//! than the baseline by more than the threshold AND slower than the baseline's slowest repeated
-//! run (with one run, the threshold alone decides). The gate fails closed: a baseline row or cycle
-//! missing from the candidate (or fewer of its rows in a cycle), a row that failed in the
-//! candidate (whatever the baseline did), one newly skipped, any wrong element, a check the
-//! baseline made and the candidate did not (in any cycle), an interference background that
-//! covered less of the foreground than the baseline's (or whose overlap the candidate does not
-//! record), and a candidate run that ended in error fail it. A gate that compares nothing never passes, and runs that cannot be set against
-//! each other are refused as bad input: an empty baseline, one without an ok row or that ended in
-//! error, rows whose keys match nothing that can be timed, more rows of a key in a cycle than the
-//! baseline has, another rank or host count, settings that change what a time means (CUDA graphs,
-//! -a, -C, -z, -m, -V, virtual nodes, routing, seed, layer shape, layout, communicator knobs),
-//! rows that do not match the run's `-N` cycles (a row in a cycle the run did not have, or, in a
-//! run that finished, a row missing from one of its cycles), an ok row without a time, and
-//! impossible values (NaN, infinite, negative, zero or sub-nanosecond times; NaN, infinite or
-//! negative bandwidths). Interference rows gate on `time_us`,
-//! which is the foreground's together time: what a training step waits for; their alone /
-//! together times and slowdowns (both sides) must be finite and above 0 as well, and the overlap
-//! in 0..1.
+//! than the baseline by more than the threshold AND slower than the baseline's slowest repeated run
+//! (with one run, the threshold alone decides). The gate fails closed: a baseline row or cycle
+//! missing from the candidate (or fewer of its rows in a cycle), a row that failed in the candidate
+//! (whatever the baseline did), one newly skipped, any wrong element, a check the baseline made and
+//! the candidate did not (in any cycle), an interference background that covered less of the
+//! foreground than the baseline's (or whose overlap the candidate does not record), and a candidate
+//! run that ended in error fail it. A gate that compares nothing never passes, and runs that cannot
+//! be set against each other are refused as bad input: an empty baseline, one without an ok row or
+//! that ended in error, rows whose keys match nothing that can be timed, more rows of a key in a
+//! cycle than the baseline has, another rank or host count, settings that change what a time means
+//! (CUDA graphs, -a, -C, -z, -m, -V, virtual nodes, routing, seed, layer shape, layout,
+//! communicator knobs), rows that do not match the run's `-N` cycles (a row in a cycle the run did
+//! not have, or, in a run that finished, a row missing from one of its cycles), an ok row without a
+//! time, and impossible values (NaN, infinite, negative, zero or sub-nanosecond times; NaN,
+//! infinite or negative bandwidths). Interference rows gate on `time_us`, which is the foreground's
+//! together time: what a training step waits for; their alone / together times and slowdowns (both
+//! sides) must be finite and above 0 as well, and the overlap in 0..1.
 use super::schema::{wrong_total, Row, Run, Status};
 use serde::Serialize;
 use std::collections::BTreeMap;

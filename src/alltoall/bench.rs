@@ -265,11 +265,15 @@ impl<'a> Step<'a> {
     }
 
     /// One checked run with `seed` (fill, poison, run: captured in a CUDA graph with `graph`,
-    /// verify): the wrong elements on this rank. Returns after the GPU finished.
+    /// verify): the wrong elements on this rank. Returns after the GPU finished. It runs at the
+    /// last rotating offset the timed operations use, not at offset 0: an impl that dropped the
+    /// offset would leave it poisoned.
     pub fn check_once(&self, checker: &mut Checker, seed: u32, graph: bool) -> Result<u64> {
         let r = self.r;
         let (n, rank) = (r.boot.size() as u64, r.boot.rank() as u32);
+        let off = (self.slots - 1) * self.stride;
         let (send, recv) = self.buffers();
+        let (send, recv) = (send + off, recv + off);
         checker.fill(r.gpu, send, n * self.count, seed, rank)?;
         if !self.inplace {
             // In place the buffer holds the input; every block but our own must still change.

@@ -313,7 +313,7 @@ fn measure(r: &Rank, imp: &dyn super::Impl, cfg: &Config, case: &Case, checker: 
         let _range = crate::profile::range(|| format!("{label} check"));
         let mut wrong = 0;
         for _ in 0..cfg.common.check {
-            let seed = checker.next_seed();
+            let seed = checker.new_seed();
             wrong += step.check_once(checker, seed, cfg.common.graph_launches > 0)?;
             if wrong > 0 {
                 break;

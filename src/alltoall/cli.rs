@@ -79,13 +79,7 @@ impl Config {
         let min = sizes::parse_size(&a.minbytes)?;
         let max = sizes::parse_size(&a.maxbytes)?;
         let step = sizes::parse_size(&a.stepbytes)?;
-        if max > sizes::MAX_BYTES {
-            return Err(Error::usage(
-                format!("-e {max} is above {} bytes (1 TiB) per rank", sizes::MAX_BYTES),
-                "give bytes per rank that fit a GPU, e.g. -e 2G",
-            ));
-        }
-        let sweep = sizes::sweep(min, max, a.stepfactor, step, "-i 1M")?;
+        let sweep = sizes::byte_sweep(min, max, a.stepfactor, step)?;
         let impls = registry::resolve(&a.implementation)?;
         let asked = Asked::new(&a.implementation, impls.iter().map(|i| (i.name, i.emulated(), i.real_gin())));
         let common = Common::from_args(&a.common, asked, command)?;

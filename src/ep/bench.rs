@@ -91,8 +91,14 @@ impl Benchmark for Config {
         if !self.real_gin_impls().is_empty() {
             crate::nccl::compat::enable_gin_early(ctx.comm, &ctx.env.gin)?;
         }
-        let mut st =
-            State { boot: ctx.boot, gpu: ctx.gpu, comm: ctx.comm, cfg: self, checks: Checks::new(ctx.gpu)?, seed: 0 };
+        let mut st = State {
+            boot: ctx.boot,
+            gpu: ctx.gpu,
+            comm: ctx.comm,
+            cfg: self,
+            checks: Checks::new(ctx.gpu)?,
+            seeds: Default::default(),
+        };
         for cycle in 0..self.common.cycles {
             out.cycle = cycle;
             st.sweep(ctx.env, out)?;
@@ -111,9 +117,8 @@ struct State<'a> {
     comm: &'a Comm,
     cfg: &'a Config,
     checks: Checks,
-    /// Seed of the last checked run: every checked run gets new values, so a row left over from
-    /// an earlier run never passes.
-    seed: u32,
+    /// Every checked run gets new values, so a row left over from an earlier run never passes.
+    seeds: harness::check::Seeds,
 }
 
 /// What a pair of EP rows (dispatch, combine) is about.
@@ -234,8 +239,7 @@ impl State<'_> {
 
         let (mut wd, mut wc) = (None, None);
         for _ in 0..cfg.common.check {
-            self.seed = harness::check::next_seed(self.seed);
-            let (bad, badc) = ph.check_once(&self.checks, self.seed, cfg.common.graph_launches > 0)?;
+            let (bad, badc) = ph.check_once(&self.checks, self.seeds.new_seed(), cfg.common.graph_launches > 0)?;
             *wd.get_or_insert(0) += bad;
             *wc.get_or_insert(0) += badc;
             if bad + badc > 0 {

@@ -9,25 +9,34 @@ pub struct Checker {
     poison: CudaFunction,
     verify: CudaFunction,
     wrong: CudaSlice<u64>,
-    /// The last check's seed: every check of a process gets a new one (see [`next_seed`]).
-    seed: u32,
+    /// Every check of a process gets a new seed.
+    seeds: Seeds,
 }
 
 /// The period in the seed of EP's token values (`gb_ep_value` in src/kernels/ep_common.cuh takes
 /// them modulo 251): seed 251 gives the values of seed 0, the timed data.
 pub const EP_VALUE_PERIOD: u32 = 251;
 
-/// The seed of the check after the one with `last`. Seed 0 is the timed runs' data, so a checked
-/// run on seed 0, or on one that gives the same values, could not tell a buffer left as the
-/// timed run wrote it from a right one: every check gets a new seed, never 0 and never a multiple
-/// of [`EP_VALUE_PERIOD`]. (A fixed seed per check had let alltoall's send buffers hold the new
-/// fill already, from the same check at an earlier size or impl.)
-pub fn next_seed(last: u32) -> u32 {
-    let mut s = last.wrapping_add(1);
-    while s.is_multiple_of(EP_VALUE_PERIOD) {
-        s = s.wrapping_add(1);
+/// The seeds of a process's checks, one new seed per checked run. Seed 0 is the timed runs' data,
+/// so a checked run on seed 0, or on one that gives the same values, could not tell a buffer left
+/// as the timed run wrote it from a right one: the seeds are never 0 and never a multiple of
+/// [`EP_VALUE_PERIOD`]. (A fixed seed per check had let alltoall's send buffers hold the new fill
+/// already, from the same check at an earlier size or impl.)
+#[derive(Debug, Clone, Default)]
+pub struct Seeds {
+    last: u32,
+}
+
+impl Seeds {
+    /// The next check's seed.
+    pub fn new_seed(&mut self) -> u32 {
+        let mut s = self.last.wrapping_add(1);
+        while s.is_multiple_of(EP_VALUE_PERIOD) {
+            s = s.wrapping_add(1);
+        }
+        self.last = s;
+        s
     }
-    s
 }
 
 fn grid(count: u64) -> LaunchConfig {
@@ -50,14 +59,13 @@ impl Checker {
             poison: gpu.function("check", &format!("gb_poison_{sfx}"))?,
             verify: gpu.function("check", &format!("gb_verify_{sfx}"))?,
             wrong: gpu.stream.alloc_zeros::<u64>(1)?,
-            seed: 0,
+            seeds: Seeds::default(),
         })
     }
 
-    /// A new seed for the next check (see [`next_seed`]).
-    pub fn next_seed(&mut self) -> u32 {
-        self.seed = next_seed(self.seed);
-        self.seed
+    /// A new seed for the next check (see [`Seeds`]).
+    pub fn new_seed(&mut self) -> u32 {
+        self.seeds.new_seed()
     }
 
     /// `count` elements of rank `rank`'s send pattern for `seed`.
@@ -98,13 +106,13 @@ mod tests {
         let src = include_str!("../kernels/ep_common.cuh");
         assert!(src.contains("seed * 65537u) % 251u"), "gb_ep_value changed: update EP_VALUE_PERIOD");
         let mut seen = std::collections::HashSet::new();
-        let mut s = 0;
+        let mut seeds = Seeds::default();
         for _ in 0..10_000 {
-            s = next_seed(s);
+            let s = seeds.new_seed();
             assert!(!(s as u64 * 65537).is_multiple_of(251), "seed {s}");
             assert!(seen.insert(s), "seed {s} twice");
         }
-        assert_eq!(next_seed(250), 252);
-        assert_eq!(next_seed(u32::MAX), 1, "wraps past 0");
+        assert_eq!(Seeds { last: 250 }.new_seed(), 252);
+        assert_eq!(Seeds { last: u32::MAX }.new_seed(), 1, "wraps past 0");
     }
 }

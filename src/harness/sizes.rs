@@ -52,6 +52,17 @@ fn parse_count(s: &str, unit: Unit) -> Result<u64> {
     n.checked_mul(1u64 << shift).ok_or_else(too_large)
 }
 
+/// A sweep of bytes per rank (`-b -e -f -i`), bounded by [`MAX_BYTES`].
+pub fn byte_sweep(min: u64, max: u64, factor: u64, step: u64) -> Result<Vec<u64>> {
+    if max > MAX_BYTES {
+        return Err(Error::usage(
+            format!("-e {max} is above {MAX_BYTES} bytes (1 TiB) per rank"),
+            "give bytes per rank that fit a GPU, e.g. -e 2G",
+        ));
+    }
+    sweep(min, max, factor, step, "-i 1M")
+}
+
 /// The most points one `-b/-e/-f/-i` sweep may have: a typo such as `-e 99999T` must be an error
 /// before anything is allocated, not a list that eats the machine.
 pub const MAX_SWEEP: u64 = 10_000;

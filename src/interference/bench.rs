@@ -127,7 +127,7 @@ impl Benchmark for Config {
         let max_bg = self.bg_sizes.iter().copied().max().unwrap_or(background::ELT);
         let mut bg = Background::new(self.bg, ctx.gpu.on_stream(bg_stream), dp_comm, max_bg)?;
         watchdog::beat();
-        let mut run = Runner { cfg: self, world, fg_gpu, bg: &mut bg, seed: 0 };
+        let mut run = Runner { cfg: self, world, fg_gpu, bg: &mut bg, seeds: Default::default() };
         let result = (0..self.common.cycles).try_for_each(|cycle| {
             out.cycle = cycle;
             let fg = Fg { boot: &ep_boot, gpu: fg_gpu, comm: &ep_comm, env: ctx.env };
@@ -180,8 +180,8 @@ struct Runner<'a> {
     world: &'a dyn Bootstrap,
     fg_gpu: &'a Gpu,
     bg: &'a mut Background,
-    /// Seed of the last checked run: each gets new values.
-    seed: u32,
+    /// Every checked run gets new values.
+    seeds: harness::check::Seeds,
 }
 
 /// One foreground measurement: what it enqueues per iteration, and one checked run.
@@ -236,8 +236,7 @@ impl Runner<'_> {
         if cfg.bg == BgOp::None {
             let mut wrong = None;
             for _ in 0..cfg.common.check {
-                self.seed = harness::check::next_seed(self.seed);
-                *wrong.get_or_insert(0) += (p.check)(self.seed)?;
+                *wrong.get_or_insert(0) += (p.check)(self.seeds.new_seed())?;
             }
             let wrong = wrong.map(|w| self.world_sum(w));
             let row = Row {
@@ -315,8 +314,7 @@ impl Runner<'_> {
         let iters = ((cover / bg_alone_max.max(1e-3)).ceil() as u32).clamp(2, measure::MAX_BG_ITERS);
         let (mut fg_wrong, mut bg_wrong, mut overlap) = (0, 0, 1.0f64);
         for _ in 0..self.cfg.common.check {
-            self.seed = harness::check::next_seed(self.seed);
-            let seed = self.seed;
+            let seed = self.seeds.new_seed();
             self.bg.start_check(seed)?;
             let (w, marks) = measure::overlapped(
                 self.fg_gpu,

@@ -349,7 +349,7 @@ impl Config {
                 let min = sizes::parse_size(a.minbytes.as_deref().unwrap_or("1M"))?;
                 let max = sizes::parse_size(a.maxbytes.as_deref().unwrap_or("1G"))?;
                 let step = sizes::parse_size(a.stepbytes.as_deref().unwrap_or("1M"))?;
-                let sweep = sizes::sweep(min, max, a.stepfactor.unwrap_or(4), step, "-i 1M")?;
+                let sweep = sizes::byte_sweep(min, max, a.stepfactor.unwrap_or(4), step)?;
                 // The all-reduce is of floats: a size that is not whole floats would be timed and
                 // reported as bytes it never moved.
                 if let Some(s) = sweep.iter().find(|&&s| s == 0 || !s.is_multiple_of(background::ELT)) {
@@ -357,9 +357,6 @@ impl Config {
                         format!("background size {s} is not a whole number of floats (4 bytes)"),
                         "use -b, -e and -i in multiples of 4 (--bg none for no background)",
                     ));
-                }
-                if max > MAX_BYTES {
-                    return Err(Error::usage(format!("background size {max} is above {MAX_BYTES}"), "use -e 1G or so"));
                 }
                 sweep
             }

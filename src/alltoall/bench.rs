@@ -5,7 +5,7 @@ use super::{InPlace, Rank};
 use crate::driver::{self, Benchmark, Output, RankCtx};
 use crate::error::{Error, Result};
 use crate::gin_transport;
-use crate::harness::check::Checker;
+use crate::harness::check::{Break, Checker, Key};
 use crate::harness::{self, sizes, watchdog, LoopParams};
 use crate::nccl::{self, DevMem, Registration};
 use crate::report::table;
@@ -107,8 +107,9 @@ fn run_rank(cfg: &Config, ctx: &RankCtx, out: &mut Output) -> Result<()> {
     };
     let mut checker = Checker::new(r.gpu, cfg.dtype.size())?;
     // Timed data is a real pattern, never zeros.
-    checker.fill(r.gpu, r.send.ptr, bytes / cfg.dtype.size(), 0, rank as u32)?;
-    checker.fill(r.gpu, r.recv.ptr, bytes / cfg.dtype.size(), 0, rank as u32)?;
+    let timed = Key { seed: 0, rank: rank as u32, base: 0 };
+    checker.fill(r.gpu, r.send.ptr, bytes / cfg.dtype.size(), timed)?;
+    checker.fill(r.gpu, r.recv.ptr, bytes / cfg.dtype.size(), timed)?;
     r.gpu.stream.synchronize()?;
     watchdog::beat();
     let result = (0..cfg.common.cycles).try_for_each(|cycle| {
@@ -250,39 +251,81 @@ impl<'a> Step<'a> {
     /// Enqueue timed iteration `i`: `agg` operations, each at the next rotating offset (as
     /// nccl-tests moves on for every operation of `-m`, so none re-reads a block left in L2).
     pub fn op(&self, i: u32) -> Result<()> {
+        let agg = self.agg as u64;
+        self.group(agg, |j| ((i as u64 * agg + j) % self.slots) * self.stride)
+    }
+
+    /// Enqueue `ops` operations, operation j at byte offset `at(j)`, as one NCCL group when there
+    /// are several.
+    fn group(&self, ops: u64, at: impl Fn(u64) -> u64) -> Result<()> {
         let (send, recv) = self.buffers();
-        if self.agg > 1 {
+        let grouped = ops > 1;
+        if grouped {
             nccl::group_start()?;
         }
-        for j in 0..self.agg as u64 {
-            let off = ((i as u64 * self.agg as u64 + j) % self.slots) * self.stride;
-            self.imp.launch(self.r, send + off, recv + off, self.count)?;
+        for j in 0..ops {
+            self.imp.launch(self.r, send + at(j), recv + at(j), self.count)?;
         }
-        if self.agg > 1 {
+        if grouped {
             nccl::group_end()?;
         }
         Ok(())
     }
 
-    /// One checked run with `seed` (fill, poison, run: captured in a CUDA graph with `graph`,
-    /// verify): the wrong elements on this rank. Returns after the GPU finished. It runs at the
-    /// last rotating offset the timed operations use, not at offset 0: an impl that dropped the
-    /// offset would leave it poisoned.
+    /// One checked run with `seed`, run as a timed iteration runs (captured in a CUDA graph
+    /// with `graph`): the `-m` group's operations at the last rotating offsets the timed ones use
+    /// (at offset 0 an impl that dropped the offset would pass), each its own part of the
+    /// pattern. Counted wrong: received elements that differ from what the peers sent, send
+    /// elements an out-of-place operation changed, and changed elements of the guards, up to
+    /// [`GUARD`] bytes before the group's receive span and after it. Returns after the GPU
+    /// finished.
     pub fn check_once(&self, checker: &mut Checker, seed: u32, graph: bool) -> Result<u64> {
-        let r = self.r;
-        let (n, rank) = (r.boot.size() as u64, r.boot.rank() as u32);
-        let off = (self.slots - 1) * self.stride;
+        let (r, gpu) = (self.r, self.r.gpu);
+        let (n, rank, elt) = (r.boot.size() as u64, r.boot.rank() as u32, r.dtype.size());
+        // Distinct offsets only: a group larger than the slots would write one twice.
+        let ops = (self.agg as u64).min(self.slots);
+        let at = |j: u64| (self.slots - ops + j) * self.stride;
+        let elems = n * self.count;
+        let key = |j: u64| Key { seed, rank, base: j * elems };
         let (send, recv) = self.buffers();
-        let (send, recv) = (send + off, recv + off);
-        checker.fill(r.gpu, send, n * self.count, seed, rank)?;
-        if !self.inplace {
-            // In place the buffer holds the input; every block but our own must still change.
-            checker.poison(r.gpu, recv, self.count, n as u32, seed, rank)?;
+        for j in 0..ops {
+            checker.fill(gpu, send + at(j), elems, key(j))?;
+            if !self.inplace {
+                // In place the buffer holds the input; every block but our own must still change.
+                checker.poison(gpu, recv + at(j), self.count, n as u32, key(j))?;
+            }
         }
-        harness::run_once(r.gpu, graph, &mut || self.imp.launch(r, send, recv, self.count))?;
-        checker.verify(r.gpu, recv, self.count, n as u32, seed, rank)
+        // Guards, keyed apart from every rank's data (ranks stay below 2^31).
+        let guard_key = |base: u64| Key { seed, rank: rank | 1 << 31, base };
+        let mut end = at(ops - 1) + elems * elt;
+        if checker.brk == Break::GuardOverlap {
+            end = end.saturating_sub(elt);
+        }
+        let guards = [
+            (at(0).saturating_sub(GUARD), at(0).min(GUARD) / elt),
+            (end, (r.recv.bytes as u64 - end).min(GUARD) / elt),
+        ];
+        for (i, &(off, count)) in guards.iter().enumerate() {
+            checker.fill(gpu, r.recv.ptr + off, count, guard_key(i as u64 * GUARD))?;
+        }
+        harness::run_once(gpu, graph, &mut || self.group(ops, at))?;
+        let mut wrong = 0;
+        for j in 0..ops {
+            wrong += checker.verify(gpu, recv + at(j), self.count, n as u32, key(j))?;
+            if !self.inplace {
+                wrong += checker.unchanged(gpu, send + at(j), elems, key(j))?;
+            }
+        }
+        for (i, &(off, count)) in guards.iter().enumerate() {
+            wrong += checker.unchanged(gpu, r.recv.ptr + off, count, guard_key(i as u64 * GUARD))?;
+        }
+        Ok(wrong)
     }
 }
+
+/// Bytes of the receive buffer watched on each side of a checked operation's span: writes there
+/// (an operation that overran its blocks, or wrote below them) are wrong.
+pub const GUARD: u64 = 1 << 20;
 
 fn measure(r: &Rank, imp: &dyn super::Impl, cfg: &Config, case: &Case, checker: &mut Checker) -> Result<Measured> {
     let Case { impl_name, count, inplace, capture } = *case;

@@ -4,6 +4,7 @@ use super::cli::Config;
 use super::device::{Checks, Inputs};
 use super::metrics::{self, Mode, Phase};
 use super::reference::Layout;
+use super::routing::{Routing, RoutingSpec};
 use super::shape::{Payload, Shape};
 use super::{Ctx, EpImpl};
 use crate::bootstrap::Bootstrap;
@@ -193,10 +194,7 @@ impl State<'_> {
                             (Some(why), _) => [Phase::Dispatch, Phase::Combine].map(|p| self.skipped(at, p, why)),
                             (None, Ok(imp)) => {
                                 out.progress(&format!("{name} {} {} {t} tokens", mode.name(), payload.name()));
-                                let routing: Vec<_> =
-                                    (0..n).map(|r| spec.generate(r, t, cfg.shape.experts, cfg.shape.topk)).collect();
-                                let layout = Layout { routing: &routing, local_experts: cfg.shape.local_experts(n) };
-                                let [d, cm] = self.measure(&c, imp.as_ref(), &layout, t, &same_host)?;
+                                let [d, cm] = self.measure(&c, imp.as_ref(), &spec, t, &same_host)?;
                                 [self.row(at, Phase::Dispatch, sms, &d), self.row(at, Phase::Combine, sms, &cm)]
                             }
                             (None, Err(_)) => unreachable!("a skipped impl has a reason"),
@@ -219,12 +217,12 @@ impl State<'_> {
         &mut self,
         c: &Ctx,
         imp: &dyn EpImpl,
-        layout: &Layout,
+        spec: &RoutingSpec,
         tokens: usize,
         same_host: &[bool],
     ) -> Result<[Measured; 2]> {
         let (gpu, cfg, me) = (self.gpu, self.cfg, self.boot.rank());
-        let ph = Phases::prepare(c, imp, layout, &self.checks, tokens)?;
+        let ph = Phases::prepare(c, imp, spec, &self.checks, tokens)?;
         let params = LoopParams {
             iters: cfg.common.iters,
             warmup: cfg.common.warmup,
@@ -247,7 +245,7 @@ impl State<'_> {
             }
         }
 
-        let tr = layout.traffic(me);
+        let tr = ph.layout().traffic(me);
         let by_net = imp.over_network(c).unwrap_or_else(|| same_host.iter().map(|s| !s).collect());
         let phase = |p: Phase, timing: harness::Timing, wrong: Option<u64>| {
             let per_peer = imp.bytes_to(c, p, &tr);
@@ -301,7 +299,9 @@ impl State<'_> {
 pub struct Phases<'a> {
     pub c: &'a Ctx<'a>,
     pub imp: &'a dyn EpImpl,
-    pub layout: &'a Layout<'a>,
+    spec: RoutingSpec,
+    /// Every rank's routing of the timed runs.
+    routing: Vec<Routing>,
     pub inp: Inputs,
     quantize: Quantize,
     all_sms: u32,
@@ -320,35 +320,49 @@ enum Quantize {
 }
 
 impl<'a> Phases<'a> {
-    /// The inputs for `tokens` per rank, and one dispatch that establishes the layout the
-    /// expert output and the timed combines use.
+    /// The inputs for `tokens` per rank routed by `spec`, and one dispatch that establishes the
+    /// layout the expert output and the timed combines use.
     pub fn prepare(
         c: &'a Ctx<'a>,
         imp: &'a dyn EpImpl,
-        layout: &'a Layout<'a>,
+        spec: &RoutingSpec,
         checks: &Checks,
         tokens: usize,
     ) -> Result<Phases<'a>> {
         let gpu = c.gpu;
-        let r = &layout.routing[c.boot.rank()];
+        let routing = spec.every_rank(tokens, c.shape.experts, c.shape.topk);
+        let r = &routing[c.boot.rank()];
         let inp = Inputs::new(gpu, c.args(tokens), &r.idx, &r.weight)?;
-        let all_sms = gpu.sm_count()?;
         let quantize = match (c.payload, c.mode) {
             (Payload::Bf16, _) => Quantize::InDispatch,
             (Payload::Fp8, Mode::Ll) if imp.quantizes_ll() => Quantize::InDispatch,
             (Payload::Fp8, Mode::Ll) => Quantize::Timed,
             (Payload::Fp8, Mode::Ht) => Quantize::Before,
         };
+        let ph = Phases { c, imp, spec: spec.clone(), routing, inp, quantize, all_sms: gpu.sm_count()? };
+        ph.establish(checks)?;
+        Ok(ph)
+    }
+
+    /// Every rank's routing of the timed runs, and where it sends each selection.
+    pub fn layout(&self) -> Layout<'_> {
+        Layout { routing: &self.routing, local_experts: self.c.shape.local_experts(self.routing.len()) }
+    }
+
+    /// The timed runs' routing and values (seed 0) in the inputs, one dispatch of them, and the
+    /// expert output the timed combines reduce. Returns after the GPU finished.
+    fn establish(&self, checks: &Checks) -> Result<()> {
+        let (c, gpu, inp) = (self.c, self.c.gpu, &self.inp);
+        inp.route(gpu, &self.routing[c.boot.rank()])?;
         inp.fill(gpu, 0)?;
-        if quantize != Quantize::InDispatch {
-            inp.quantize(gpu, all_sms)?;
+        if self.quantize != Quantize::InDispatch {
+            inp.quantize(gpu, self.all_sms)?;
         }
-        imp.dispatch(c, &inp)?;
-        let rec = imp.received(c, &inp, layout)?;
+        self.imp.dispatch(c, inp)?;
+        let rec = self.imp.received(c, inp, &self.layout())?;
         checks.expert(gpu, &inp.args, &rec, 0)?;
         gpu.stream.synchronize()?;
-        drop(rec);
-        Ok(Phases { c, imp, layout, inp, quantize, all_sms })
+        Ok(())
     }
 
     /// The NVTX label of a phase's loops.
@@ -370,21 +384,27 @@ impl<'a> Phases<'a> {
         self.imp.combine(self.c, &self.inp)
     }
 
-    /// One checked dispatch and combine with new values for `seed` (captured in a CUDA graph
-    /// with `graph`): wrong (dispatch, combine) on this rank. Returns after the GPU finished.
+    /// One checked dispatch and combine (captured in a CUDA graph with `graph`) with new values
+    /// for `seed` and a routing of its own (`RoutingSpec::for_check`), so neither a row nor any
+    /// layout output left over from an earlier run passes; then the timed routing back. Wrong
+    /// (dispatch, combine) on this rank; returns after the GPU finished.
     pub fn check_once(&self, checks: &Checks, seed: u32, graph: bool) -> Result<(u64, u64)> {
         let (c, gpu, inp) = (self.c, self.c.gpu, &self.inp);
+        let routing = self.spec.for_check(seed).every_rank(inp.args.tokens as usize, c.shape.experts, c.shape.topk);
+        let layout = Layout { routing: &routing, local_experts: self.layout().local_experts };
+        inp.route(gpu, &routing[c.boot.rank()])?;
         inp.fill(gpu, seed)?;
         if self.quantize == Quantize::Before {
             inp.quantize(gpu, self.all_sms)?;
         }
         harness::run_once(gpu, graph, &mut || self.dispatch())?;
-        let mut bad = self.imp.check_layout(c, inp, self.layout)?;
-        let rec = self.imp.received(c, inp, self.layout)?;
+        let mut bad = self.imp.check_layout(c, inp, &layout)?;
+        let rec = self.imp.received(c, inp, &layout)?;
         bad += checks.rows(gpu, &inp.args, &rec, seed)?;
         checks.expert(gpu, &inp.args, &rec, seed)?;
         harness::run_once(gpu, graph, &mut || self.combine())?;
         let badc = checks.combined(gpu, inp, seed)?;
+        self.establish(checks)?;
         Ok((bad, badc))
     }
 }

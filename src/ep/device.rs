@@ -1,9 +1,11 @@
 //! Device side shared by every EP impl: kernel arguments, buffers, the per-rank inputs and the
 //! launches of the common kernels (src/kernels/ep.cu).
+use super::routing::Routing;
 use super::shape::{Payload, Shape};
 use super::Received;
 use crate::cuda::Gpu;
 use crate::error::Result;
+use crate::harness::check::Break;
 use cudarc::driver::{sys, CudaFunction, CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
 
 /// Threads per CTA of every EP kernel (GB_THREADS).
@@ -61,6 +63,16 @@ pub struct RowSet {
 }
 unsafe impl DeviceRepr for RowSet {}
 const _: () = assert!(std::mem::size_of::<RowSet>() == 32); // ep.cu asserts the same
+
+/// Mirrors `ExpertSel`: one selection a received row carries into the checks' expert.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ExpertSel {
+    /// Global expert id; -1: none.
+    pub expert: i32,
+    pub weight: f32,
+}
+const _: () = assert!(std::mem::size_of::<ExpertSel>() == 8); // ep.cu asserts the same
 
 /// A zeroed device buffer and its address.
 pub struct Buf {
@@ -177,6 +189,12 @@ impl Inputs {
         })
     }
 
+    /// Upload this rank's routing (as many tokens as `args`).
+    pub fn route(&self, gpu: &Gpu, r: &Routing) -> Result<()> {
+        self.idx.write(gpu, &r.idx)?;
+        self.weight.write(gpu, &r.weight)
+    }
+
     /// Tokens for `seed` (every value a function of rank, token, channel and seed).
     pub fn fill(&self, gpu: &Gpu, seed: u32) -> Result<()> {
         let mut b = gpu.stream.launch_builder(&self.f.fill);
@@ -266,22 +284,27 @@ pub struct Checks {
     verify_rows: CudaFunction,
     verify_combine: CudaFunction,
     wrong: Buf,
+    /// Added to every expert id the expert sees: 0, or 1 under `Break::WrongExpert`.
+    shift: i32,
 }
 
 impl Checks {
     pub fn new(gpu: &Gpu) -> Result<Checks> {
+        let shift = (Break::from_env()? == Break::WrongExpert) as i32;
         Ok(Checks {
             expert: gpu.function("ep", "gb_ep_expert")?,
             verify_rows: gpu.function("ep", "gb_ep_verify_rows")?,
             verify_combine: gpu.function("ep", "gb_ep_verify_combine")?,
             wrong: Buf::zeros(gpu, 8)?,
+            shift,
         })
     }
 
-    /// Combine input: row r = value(token of desc[r], seed) x scale[r] (scale 0: none).
+    /// Combine input: the checks' expert on every received row (`gb_ep_expert`).
     pub fn expert(&self, gpu: &Gpu, a: &Args, rec: &Received, seed: u32) -> Result<()> {
         let mut b = gpu.stream.launch_builder(&self.expert);
-        b.arg(&rec.y).arg(a).arg(&rec.desc).arg(&rec.set).arg(&rec.scale).arg(&seed);
+        b.arg(&rec.y).arg(a).arg(&rec.desc).arg(&rec.set).arg(&rec.sel).arg(&rec.per_row).arg(&self.shift);
+        b.arg(&seed);
         unsafe { b.launch(grid(264, 0)) }?;
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! expert, counts go round with ncclAllToAll, the host reads them (a host sync, so no CUDA
 //! graph), then NCCL grouped send/recv moves the rows; combine mirrors it and an unpermute
 //! kernel reduces with the top-k weights.
-use super::device::{grid, Buf, Inputs, LayoutBufs, RowSet};
+use super::device::{grid, Buf, ExpertSel, Inputs, LayoutBufs, RowSet};
 use super::metrics::Phase;
 use super::reference::{Layout, Traffic};
 use super::{Ctx, EpImpl, Received};
@@ -138,14 +138,17 @@ impl EpImpl for Host {
         // No descriptors travel with the rows: the order is deterministic, so the reference's
         // order is what every row is checked against.
         let want = layout.host_rows(c.boot.rank());
-        let descs = Buf::upload(c.gpu, &want)?;
+        let sel: Vec<ExpertSel> =
+            want.iter().map(|&d| ExpertSel { expert: layout.expert_of(d), weight: 1.0 }).collect();
+        let (descs, sel) = (Buf::upload(c.gpu, &want)?, Buf::upload(c.gpu, &sel)?);
         Ok(Received {
             rows: self.recv.ptr,
             desc: descs.ptr,
             set: RowSet { groups: 1, counts: 0, count0: want.len() as i32, group_rows: want.len().max(1) as u64 },
             y: self.y.ptr,
-            scale: 0,
-            keep: vec![descs],
+            sel: sel.ptr,
+            per_row: 1,
+            keep: vec![descs, sel],
         })
     }
 

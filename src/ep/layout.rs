@@ -1,7 +1,7 @@
 //! The dispatch output as the device kernels leave it (`nvl` and the GIN impls share the layout)
 //! and its checks against the host reference: LL rows packed per local expert, HT rows in
 //! (source rank, token) order with their top-k metadata.
-use super::device::{self, Args, Buf, RowSet};
+use super::device::{self, Args, Buf, ExpertSel, RowSet};
 use super::reference::Layout;
 use super::{Ctx, Received};
 use crate::error::Result;
@@ -29,7 +29,8 @@ pub fn ll_received(c: &Ctx, a: &Args, out: &Buf, src_info: &Buf, recv_count: &Bu
             group_rows: (a.ranks as usize * c.max_tokens) as u64,
         },
         y,
-        scale: 0,
+        sel: 0,
+        per_row: 0,
         keep: vec![],
     }
 }
@@ -51,21 +52,28 @@ pub fn ll_check(c: &Ctx, a: &Args, layout: &Layout, src_info: &Buf, recv_count: 
     Ok(wrong)
 }
 
-/// HT dispatch output : rows in reference order at `recv`, so the
-/// descriptors and the expert's weights (this rank's share of each token) come from the
-/// reference; check_layout compares the descriptors that came with the rows.
+/// HT dispatch output: rows in reference order at `recv`, so the descriptors and the expert's
+/// selections (this rank's top-k slots of each token, weighted: the combine sums the rows) come
+/// from the reference; check_layout compares the descriptors that came with the rows.
 pub fn ht_received(c: &Ctx, layout: &Layout, recv: u64, y: u64) -> Result<Received> {
-    let rows = layout.ht_rows(c.boot.rank());
+    let me = c.boot.rank();
+    let rows = layout.ht_rows(me);
     let descs: Vec<u32> = rows.iter().map(|r| r.desc).collect();
-    let scale: Vec<f32> = rows.iter().map(|r| r.weight.iter().sum()).collect();
-    let (descs, scale) = (Buf::upload(c.gpu, &descs)?, Buf::upload(c.gpu, &scale)?);
+    let first = (me * layout.local_experts) as i32;
+    let sel: Vec<ExpertSel> = rows
+        .iter()
+        .flat_map(|r| r.local_idx.iter().zip(&r.weight))
+        .map(|(&le, &weight)| ExpertSel { expert: if le < 0 { -1 } else { first + le }, weight })
+        .collect();
+    let (descs, sel) = (Buf::upload(c.gpu, &descs)?, Buf::upload(c.gpu, &sel)?);
     Ok(Received {
         rows: recv,
         desc: descs.ptr,
         set: RowSet { groups: 1, counts: 0, count0: rows.len() as i32, group_rows: rows.len().max(1) as u64 },
         y,
-        scale: scale.ptr,
-        keep: vec![descs, scale],
+        sel: sel.ptr,
+        per_row: c.shape.topk as i32,
+        keep: vec![descs, sel],
     })
 }
 

@@ -55,9 +55,12 @@ pub struct Received {
     /// One descriptor per row (reference::desc).
     pub desc: u64,
     pub set: RowSet,
-    /// Where the expert output (combine input) goes, and per-row weights (0: none).
+    /// Where the expert output (combine input) goes.
     pub y: u64,
-    pub scale: u64,
+    /// The checks' expert's selections, `per_row` per row (device::ExpertSel; per_row 0: the
+    /// row's group is its local expert, as LL packs them).
+    pub sel: u64,
+    pub per_row: i32,
     /// Buffers the pointers above live in.
     pub keep: Vec<Buf>,
 }

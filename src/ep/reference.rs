@@ -27,6 +27,12 @@ impl Layout<'_> {
         (e >= 0).then(|| e as usize / self.local_experts)
     }
 
+    /// The expert a receive descriptor's selection chose.
+    pub fn expert_of(&self, d: u32) -> i32 {
+        let (s, t, k) = undesc(d);
+        self.routing[s].get(t, k)
+    }
+
     /// Does token `t` of `src` go to rank `d` (at least one selected expert there)?
     pub fn token_goes(&self, src: usize, t: usize, d: usize) -> bool {
         let r = &self.routing[src];
@@ -179,6 +185,15 @@ mod tests {
             l.expert_rows(1),
             vec![vec![desc(0, 0, 1), desc(1, 0, 1)], vec![desc(0, 2, 0), desc(1, 0, 0), desc(1, 1, 1)]]
         );
+    }
+
+    #[test]
+    fn a_descriptor_names_its_selections_expert() {
+        let rt = tiny();
+        let l = Layout { routing: &rt, local_experts: 2 };
+        assert_eq!(l.expert_of(desc(0, 1, 1)), 0);
+        assert_eq!(l.expert_of(desc(1, 0, 0)), 3);
+        assert_eq!(l.expert_of(desc(0, 2, 1)), -1, "masked");
     }
 
     #[test]

@@ -135,6 +135,18 @@ pub struct RoutingSpec {
 }
 
 impl RoutingSpec {
+    /// The routing of checked run `check_seed` (never 0): the same generator, masks and ranks,
+    /// another seed. A layout output the checked dispatch failed to write (descriptors, counts,
+    /// metadata) then still holds the timed routing's and reads wrong.
+    pub fn for_check(&self, check_seed: u32) -> RoutingSpec {
+        RoutingSpec { seed: self.seed.wrapping_add((check_seed as u64) << 32), ..self.clone() }
+    }
+
+    /// Every rank's routing for `tokens` tokens each, as any rank can rebuild it.
+    pub fn every_rank(&self, tokens: usize, experts: usize, topk: usize) -> Vec<Routing> {
+        (0..self.ranks).map(|r| self.generate(r, tokens, experts, topk)).collect()
+    }
+
     /// Rank `rank`'s routing for `tokens` tokens.
     pub fn generate(&self, rank: usize, tokens: usize, experts: usize, topk: usize) -> Routing {
         let mut rng = Rng::new(self.seed.wrapping_mul(0x1000_0001).wrapping_add(rank as u64 * 7919 + tokens as u64));
@@ -174,7 +186,10 @@ impl RoutingSpec {
             chosen.sort_by(|&a, &b| scores[b as usize].total_cmp(&scores[a as usize]).then(a.cmp(&b)));
             idx.extend(chosen);
         }
-        let weight = (0..tokens * topk).map(|_| rng.normal().abs() as f32 + 0.01).collect();
+        // Weights in (0.5, 1]: no selection is a small part of its token's sum, so the combine
+        // check (BF16 precision, src/kernels/ep.cu) sees one that goes missing. They take one
+        // normal draw each, as before, so the masks below stay where they were.
+        let weight = (0..tokens * topk).map(|_| (0.5 + 0.5 * (-rng.normal().abs()).exp()) as f32).collect();
         let mut r = Routing { tokens, topk, idx, weight };
         let total = tokens * topk;
         // Exactly `masked` distinct entries: the head of a partial Fisher-Yates shuffle.
@@ -220,8 +235,20 @@ mod tests {
                 row.dedup();
                 assert_eq!(row.len(), 8, "{gen:?}: an expert chosen twice");
             }
-            assert!(r.weight.iter().all(|&w| w > 0.0));
+            assert!(r.weight.iter().all(|&w| w > 0.5 && w <= 1.0), "{gen:?}: weights in (0.5, 1]");
         }
+    }
+
+    #[test]
+    fn a_check_routes_differently_with_the_same_masks_count() {
+        let s = RoutingSpec { masked: 10, ..spec(Generator::Hot { ratio: 4.0 }) };
+        let timed = s.generate(1, 64, 256, 8);
+        for seed in [1, 2, u32::MAX] {
+            let c = s.for_check(seed).generate(1, 64, 256, 8);
+            assert_ne!(c.idx, timed.idx, "check {seed}");
+            assert_eq!(c.idx.iter().filter(|&&e| e == -1).count(), 10);
+        }
+        assert_ne!(s.for_check(1).generate(1, 64, 256, 8), s.for_check(2).generate(1, 64, 256, 8));
     }
 
     #[test]

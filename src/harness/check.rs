@@ -1,5 +1,6 @@
 //! The correctness check on the device (kernels in src/kernels/check.cu): fill send buffers with
-//! a per-rank pattern, poison receive buffers, verify bit-exactly, count wrong elements.
+//! a per-rank pattern, poison receive buffers, verify bit-exactly, count wrong elements, and
+//! count elements of a filled region (a send buffer, a guard) that changed.
 use crate::cuda::Gpu;
 use crate::error::Result;
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
@@ -8,20 +9,58 @@ pub struct Checker {
     fill: CudaFunction,
     poison: CudaFunction,
     verify: CudaFunction,
+    unchanged: CudaFunction,
     wrong: CudaSlice<u64>,
     /// Every check of a process gets a new seed.
     seeds: Seeds,
+    pub brk: Break,
 }
 
-/// The period in the seed of EP's token values (`gb_ep_value` in src/kernels/ep_common.cuh takes
-/// them modulo 251): seed 251 gives the values of seed 0, the timed data.
-pub const EP_VALUE_PERIOD: u32 = 251;
+/// Test only: a negative control that breaks what the checks see (`GINBENCH_CHECK_BREAK`), to show
+/// once that they count it. Every checked run must then be counted wrong.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Break {
+    None,
+    /// EP: every row gets the next expert's gains, as a combine that took another selection's
+    /// row would see them.
+    WrongExpert,
+    /// alltoall: the guard after the receive span starts on its last element, as an operation
+    /// that wrote one element too many would write into it.
+    GuardOverlap,
+}
+
+impl Break {
+    pub const VAR: &'static str = "GINBENCH_CHECK_BREAK";
+
+    pub fn from_env() -> Result<Break> {
+        match std::env::var(Self::VAR).as_deref() {
+            Err(_) => Ok(Break::None),
+            Ok("wrong-expert") => Ok(Break::WrongExpert),
+            Ok("guard-overlap") => Ok(Break::GuardOverlap),
+            Ok(other) => Err(crate::error::Error::env(
+                format!("{}={other}: not a known break", Self::VAR),
+                format!("unset {}, or set it to wrong-expert or guard-overlap (test only)", Self::VAR),
+            )),
+        }
+    }
+}
+
+/// Where a rank's elements lie in a checked pattern: rank `rank`'s pattern for `seed`, from
+/// element `base` on (operation j of a checked group starts at j x its elements, so no two
+/// operations carry the same values).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Key {
+    pub seed: u32,
+    pub rank: u32,
+    pub base: u64,
+}
 
 /// The seeds of a process's checks, one new seed per checked run. Seed 0 is the timed runs' data,
-/// so a checked run on seed 0, or on one that gives the same values, could not tell a buffer left
-/// as the timed run wrote it from a right one: the seeds are never 0 and never a multiple of
-/// [`EP_VALUE_PERIOD`]. (A fixed seed per check had let alltoall's send buffers hold the new fill
-/// already, from the same check at an earlier size or impl.)
+/// so a checked run on seed 0 could not tell a buffer left as the timed run wrote it from a right
+/// one: the seeds are never 0. The device hashes a seed into its values (`gb_keyed64` in
+/// src/kernels/splitmix.cuh), so no other seed repeats them. (A fixed seed per check had let
+/// alltoall's send buffers hold the new fill already, from the same check at an earlier size or
+/// impl; EP's values had been linear in the seed, and seed 251 repeated seed 0's.)
 #[derive(Debug, Clone, Default)]
 pub struct Seeds {
     last: u32,
@@ -30,12 +69,8 @@ pub struct Seeds {
 impl Seeds {
     /// The next check's seed.
     pub fn new_seed(&mut self) -> u32 {
-        let mut s = self.last.wrapping_add(1);
-        while s.is_multiple_of(EP_VALUE_PERIOD) {
-            s = s.wrapping_add(1);
-        }
-        self.last = s;
-        s
+        self.last = self.last.checked_add(1).unwrap_or(1);
+        self.last
     }
 }
 
@@ -54,12 +89,15 @@ impl Checker {
             4 => "u32",
             _ => "u64",
         };
+        let f = |name: &str| gpu.function("check", &format!("gb_{name}_{sfx}"));
         Ok(Checker {
-            fill: gpu.function("check", &format!("gb_fill_{sfx}"))?,
-            poison: gpu.function("check", &format!("gb_poison_{sfx}"))?,
-            verify: gpu.function("check", &format!("gb_verify_{sfx}"))?,
+            fill: f("fill")?,
+            poison: f("poison")?,
+            verify: f("verify")?,
+            unchanged: f("unchanged")?,
             wrong: gpu.stream.alloc_zeros::<u64>(1)?,
             seeds: Seeds::default(),
+            brk: Break::from_env()?,
         })
     }
 
@@ -68,30 +106,38 @@ impl Checker {
         self.seeds.new_seed()
     }
 
-    /// `count` elements of rank `rank`'s send pattern for `seed`.
-    pub fn fill(&self, gpu: &Gpu, buf: u64, count: u64, seed: u32, rank: u32) -> Result<()> {
+    /// `count` elements of `key`'s send pattern.
+    pub fn fill(&self, gpu: &Gpu, buf: u64, count: u64, key: Key) -> Result<()> {
         let mut b = gpu.stream.launch_builder(&self.fill);
-        b.arg(&buf).arg(&count).arg(&seed).arg(&rank);
+        b.arg(&buf).arg(&count).arg(&key.seed).arg(&key.rank).arg(&key.base);
         unsafe { b.launch(grid(count)) }?;
         Ok(())
     }
 
     /// Poison `nranks * c` receive elements so any element left unwritten is wrong.
-    pub fn poison(&self, gpu: &Gpu, buf: u64, c: u64, nranks: u32, seed: u32, rank: u32) -> Result<()> {
+    pub fn poison(&self, gpu: &Gpu, buf: u64, c: u64, nranks: u32, key: Key) -> Result<()> {
         let mut b = gpu.stream.launch_builder(&self.poison);
-        b.arg(&buf).arg(&c).arg(&nranks).arg(&seed).arg(&rank);
+        b.arg(&buf).arg(&c).arg(&nranks).arg(&key.seed).arg(&key.rank).arg(&key.base);
         unsafe { b.launch(grid(c * nranks as u64)) }?;
         Ok(())
     }
 
-    /// Count elements of the receive buffer that differ from what the peers sent.
-    pub fn verify(&mut self, gpu: &Gpu, buf: u64, c: u64, nranks: u32, seed: u32, rank: u32) -> Result<u64> {
+    /// Elements of the receive buffer that differ from what the peers sent.
+    pub fn verify(&mut self, gpu: &Gpu, buf: u64, c: u64, nranks: u32, key: Key) -> Result<u64> {
         gpu.stream.memset_zeros(&mut self.wrong)?;
         let mut b = gpu.stream.launch_builder(&self.verify);
-        b.arg(&buf).arg(&c).arg(&nranks).arg(&seed).arg(&rank).arg(&mut self.wrong);
+        b.arg(&buf).arg(&c).arg(&nranks).arg(&key.seed).arg(&key.rank).arg(&key.base).arg(&mut self.wrong);
         unsafe { b.launch(grid(c * nranks as u64)) }?;
-        let host = gpu.stream.clone_dtoh(&self.wrong)?;
-        Ok(host[0])
+        Ok(gpu.stream.clone_dtoh(&self.wrong)?[0])
+    }
+
+    /// Elements among `count` that no longer hold `key`'s fill.
+    pub fn unchanged(&mut self, gpu: &Gpu, buf: u64, count: u64, key: Key) -> Result<u64> {
+        gpu.stream.memset_zeros(&mut self.wrong)?;
+        let mut b = gpu.stream.launch_builder(&self.unchanged);
+        b.arg(&buf).arg(&count).arg(&key.seed).arg(&key.rank).arg(&key.base).arg(&mut self.wrong);
+        unsafe { b.launch(grid(count)) }?;
+        Ok(gpu.stream.clone_dtoh(&self.wrong)?[0])
     }
 }
 
@@ -101,18 +147,14 @@ mod tests {
 
     #[test]
     fn check_seeds_never_repeat_the_timed_data() {
-        // EP's token values: (… + seed · 65537) mod 251, and 65537 ≡ 26 (mod 251), invertible:
-        // a seed gives seed 0's values exactly when it is a multiple of 251.
-        let src = include_str!("../kernels/ep_common.cuh");
-        assert!(src.contains("seed * 65537u) % 251u"), "gb_ep_value changed: update EP_VALUE_PERIOD");
         let mut seen = std::collections::HashSet::new();
         let mut seeds = Seeds::default();
         for _ in 0..10_000 {
             let s = seeds.new_seed();
-            assert!(!(s as u64 * 65537).is_multiple_of(251), "seed {s}");
+            assert_ne!(s, 0);
             assert!(seen.insert(s), "seed {s} twice");
         }
-        assert_eq!(Seeds { last: 250 }.new_seed(), 252);
+        assert_eq!(Seeds { last: 250 }.new_seed(), 251, "251 is no longer a period");
         assert_eq!(Seeds { last: u32::MAX }.new_seed(), 1, "wraps past 0");
     }
 }

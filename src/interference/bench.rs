@@ -13,11 +13,10 @@ use crate::driver::{self, Benchmark, Output, RankCtx};
 use crate::ep::bench::{row_base, Phases};
 use crate::ep::device::Checks;
 use crate::ep::metrics::{Mode, Phase};
-use crate::ep::reference::Layout as EpLayout;
 use crate::ep::routing::{Generator, RoutingSpec};
 use crate::error::{Error, Result};
 use crate::gin_transport;
-use crate::harness::check::Checker;
+use crate::harness::check::{Checker, Key};
 use crate::harness::{self, sizes, stats, watchdog, LoopParams};
 use crate::nccl::{DevMem, Registration};
 use crate::report::table;
@@ -447,8 +446,9 @@ impl Runner<'_> {
             gin_request: self.cfg.fg_gin(),
         };
         let checker = std::cell::RefCell::new(Checker::new(fg.gpu, elt)?);
-        checker.borrow().fill(fg.gpu, r.send.ptr, bytes / elt, 0, fg.boot.rank() as u32)?;
-        checker.borrow().fill(fg.gpu, r.recv.ptr, bytes / elt, 0, fg.boot.rank() as u32)?;
+        let timed = Key { seed: 0, rank: fg.boot.rank() as u32, base: 0 };
+        checker.borrow().fill(fg.gpu, r.send.ptr, bytes / elt, timed)?;
+        checker.borrow().fill(fg.gpu, r.recv.ptr, bytes / elt, timed)?;
         fg.gpu.stream.synchronize()?;
         let result = (|| -> Result<()> {
             for info in impls {
@@ -561,11 +561,9 @@ impl Runner<'_> {
                             }
                             Ok(imp) => imp.as_ref(),
                         };
-                        let routing: Vec<_> = (0..n).map(|r| spec.generate(r, t, shape.experts, shape.topk)).collect();
-                        let layout = EpLayout { routing: &routing, local_experts: shape.local_experts(n) };
-                        let ph = Phases::prepare(&c, imp, &layout, &checks, t)?;
+                        let ph = Phases::prepare(&c, imp, &spec, &checks, t)?;
                         // Bytes this rank sends in the phase, averaged over every rank (as ep_perf's size_bytes).
-                        let sent: u64 = imp.bytes_to(&c, phase, &layout.traffic(fg.boot.rank())).iter().sum();
+                        let sent: u64 = imp.bytes_to(&c, phase, &ph.layout().traffic(fg.boot.rank())).iter().sum();
                         let mean_sent = self.world.allgather_f64(&[sent as f64]).iter().map(|x| x[0]).sum::<f64>()
                             / self.world.size() as f64;
                         let op = |_: u32| if phase == Phase::Dispatch { ph.dispatch() } else { ph.combine() };

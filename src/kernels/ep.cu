@@ -171,16 +171,34 @@ __device__ __forceinline__ bool row_valid(const RowSet& rs, size_t r) {
   return int(r % rs.group_rows) < (rs.counts ? rs.counts[g] : rs.count0);
 }
 
-// Combine input: the identity expert, row r = value(source token) x scale[r] (1 without scale).
+// One selection a received row carries into the checks' expert (src/ep/device.rs `ExpertSel`).
+struct ExpertSel {
+  int expert;  // global id; -1: none
+  float weight;
+};
+static_assert(sizeof(ExpertSel) == 8, "ExpertSel layout changed: update src/ep/device.rs ExpertSel");
+
+// Combine input, the checks' expert: row r = value(token of desc[r]) x (sum over the row's
+// selections of weight x gain(expert, channel)). `per_row` selections per row at `sel` (host: the
+// row's one expert; HT: the token's top-k, -1 where the expert is elsewhere, pre-weighted as the
+// HT combine expects); per_row 0: the row's group is its local expert, weight 1 (LL). `shift`
+// moves every expert id (a negative control: the combine then sees other experts' rows).
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
-    gb_ep_expert(__nv_bfloat16* y, EpArgs a, const uint32_t* desc, RowSet rs, const float* scale, uint32_t seed) {
+    gb_ep_expert(__nv_bfloat16* y, EpArgs a, const uint32_t* desc, RowSet rs, const ExpertSel* sel, int per_row,
+                 int shift, uint32_t seed) {
   const int lane = threadIdx.x & 31;
   for (size_t r = warp_id(); r < size_t(rs.groups) * rs.group_rows; r += warp_count()) {
     if (!row_valid(rs, r)) continue;
     const uint32_t d = desc[r];
-    const float m = scale ? scale[r] : 1.f;
-    for (int h = lane; h < a.hidden; h += 32)
+    const ExpertSel ll{a.rank * a.local + int(r / rs.group_rows), 1.f};
+    const ExpertSel* s = per_row ? sel + r * per_row : &ll;
+    const int n = per_row ? per_row : 1;
+    for (int h = lane; h < a.hidden; h += 32) {
+      float m = 0.f;
+      for (int i = 0; i < n; i++)
+        if (s[i].expert >= 0) m += s[i].weight * gb_ep_gain(s[i].expert + shift, h);
       y[r * a.hidden + h] = __float2bfloat16(gb_ep_value(d >> 20, (d >> 4) & 0xffff, h, seed) * m);
+    }
   }
 }
 
@@ -213,17 +231,22 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS) gb_ep_verify_rows(const
   if (bad) atomicAdd(wrong, bad);
 }
 
-// Check combined tokens: value x (sum of valid weights), to BF16 precision (2^-7 relative).
+// Check combined tokens: value x (sum over valid selections of weight x gain), to BF16 precision:
+// 2^-7 relative, the expert's rounding of a pre-weighted HT row and the combine's own (2^-8 each;
+// every term has the value's sign, so the sum adds no more). Weights are at least half the largest
+// (src/ep/routing.rs), so a selection dropped or taken twice moves a channel past it.
 extern "C" __global__ void gb_ep_verify_combine(const __nv_bfloat16* out, EpArgs a, const int* idx, const float* w,
                                                 uint32_t seed, unsigned long long* wrong) {
   unsigned long long bad = 0;
   const size_t n = size_t(a.tokens) * a.hidden;
   for (size_t i = gb_tid(); i < n; i += gb_nthreads()) {
     const int t = int(i / a.hidden), h = int(i % a.hidden);
-    float ws = 0.f;
-    for (int k = 0; k < a.topk; k++)
-      if (idx[t * a.topk + k] >= 0) ws += w[t * a.topk + k];
-    const float ref = gb_ep_value(a.rank, t, h, seed) * ws, got = __bfloat162float(out[i]);
+    float m = 0.f;
+    for (int k = 0; k < a.topk; k++) {
+      const int e = idx[t * a.topk + k];
+      if (e >= 0) m += w[t * a.topk + k] * gb_ep_gain(e, h);
+    }
+    const float ref = gb_ep_value(a.rank, t, h, seed) * m, got = __bfloat162float(out[i]);
     bad += !(fabsf(got - ref) <= fabsf(ref) * 0.0078125f + 1e-6f);
   }
   if (bad) atomicAdd(wrong, bad);

@@ -5,6 +5,7 @@
 #include <cuda_fp8.h>
 
 #include "device_compat.cuh"
+#include "splitmix.cuh"
 
 // Mirrors src/ep/kernels.rs `EpArgs`.
 struct EpArgs {
@@ -28,11 +29,21 @@ static_assert(sizeof(EpArgs) == 40, "EpArgs layout changed: update src/ep/device
 __device__ __forceinline__ uint32_t gb_ep_desc(int s, int t, int k) { return (uint32_t(s) << 20) | (t << 4) | k; }
 __device__ __forceinline__ int gb_ep_desc_token(uint32_t desc) { return int((desc >> 4) & 0xffff); }
 
-// Token values: a function of (source rank, token, channel, seed), exact in BF16 (7 significant
-// bits), so any rank can check any row it receives and a stale row from another seed fails.
+// Token values: a hash of (seed, source rank, token, channel) onto 251 levels, exact in BF16 (7
+// significant bits), so any rank can check any row it receives, a stale row from another seed
+// fails, and no two tokens or channels share their values by construction (a linear formula had
+// given token t and t + 251 the same row).
 __device__ __forceinline__ float gb_ep_value(uint32_t s, uint32_t t, uint32_t h, uint32_t seed) {
-  const uint32_t v = (s * 7919u + t * 104729u + h * 31u + seed * 65537u) % 251u;
+  const uint32_t v = uint32_t(gb_keyed64(seed, s, (uint64_t(t) << 32) | h) % 251u);
   return (float(v) - 125.f) * 0.03125f;
+}
+
+// The checks' expert: expert e multiplies channel h by a gain of 1/2, 1, 2 or 4 (a hash of e and
+// h; powers of two, so a BF16 value stays exact). The gains differ between experts on about
+// 3 channels in 4, so a combine that takes another selection's row, or drops one, is wrong there
+// (an identity expert gave every selection of a token the same row).
+__device__ __forceinline__ float gb_ep_gain(int e, int h) {
+  return 0.5f * float(1u << (gb_splitmix64((uint64_t(uint32_t(e)) << 32) | uint32_t(h)) & 3u));
 }
 
 __device__ __forceinline__ uint64_t ld_acquire_sys_u64(const uint64_t* p) {

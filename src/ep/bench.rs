@@ -240,9 +240,8 @@ impl State<'_> {
             let (bad, badc) = ph.check_once(&self.checks, self.seeds.new_seed(), cfg.common.graph_launches > 0)?;
             *wd.get_or_insert(0) += bad;
             *wc.get_or_insert(0) += badc;
-            if bad + badc > 0 {
-                break;
-            }
+            // No early stop: a rank that stopped at its wrong values would leave its peers
+            // waiting for it in the next checked dispatch.
         }
 
         let tr = ph.layout().traffic(me);

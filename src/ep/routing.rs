@@ -187,7 +187,7 @@ impl RoutingSpec {
             idx.extend(chosen);
         }
         // Weights in (0.5, 1]: no selection is a small part of its token's sum, so the combine
-        // check (BF16 precision, src/kernels/ep.cu) sees one that goes missing. They take one
+        // check (BF16 precision, src/kernels/ep.cu) sees one that goes missing on many channels. They take one
         // normal draw each, as before, so the masks below stay where they were.
         let weight = (0..tokens * topk).map(|_| (0.5 + 0.5 * (-rng.normal().abs()).exp()) as f32).collect();
         let mut r = Routing { tokens, topk, idx, weight };

@@ -304,11 +304,11 @@ impl<'a> Step<'a> {
             end = end.saturating_sub(elt);
         }
         let guards = [
-            (at(0).saturating_sub(GUARD), at(0).min(GUARD) / elt),
-            (end, (r.recv.bytes as u64 - end).min(GUARD) / elt),
+            (at(0).saturating_sub(GUARD), at(0).min(GUARD) / elt, guard_key(0)),
+            (end, (r.recv.bytes as u64 - end).min(GUARD) / elt, guard_key(GUARD)),
         ];
-        for (i, &(off, count)) in guards.iter().enumerate() {
-            checker.fill(gpu, r.recv.ptr + off, count, guard_key(i as u64 * GUARD))?;
+        for &(off, count, key) in &guards {
+            checker.fill(gpu, r.recv.ptr + off, count, key)?;
         }
         harness::run_once(gpu, graph, &mut || self.group(ops, at))?;
         let mut wrong = 0;
@@ -318,8 +318,8 @@ impl<'a> Step<'a> {
                 wrong += checker.unchanged(gpu, send + at(j), elems, key(j))?;
             }
         }
-        for (i, &(off, count)) in guards.iter().enumerate() {
-            wrong += checker.unchanged(gpu, r.recv.ptr + off, count, guard_key(i as u64 * GUARD))?;
+        for &(off, count, key) in &guards {
+            wrong += checker.unchanged(gpu, r.recv.ptr + off, count, key)?;
         }
         Ok(wrong)
     }

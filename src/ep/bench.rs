@@ -330,8 +330,7 @@ impl<'a> Phases<'a> {
     ) -> Result<Phases<'a>> {
         let gpu = c.gpu;
         let routing = spec.every_rank(tokens, c.shape.experts, c.shape.topk);
-        let r = &routing[c.boot.rank()];
-        let inp = Inputs::new(gpu, c.args(tokens), &r.idx, &r.weight)?;
+        let inp = Inputs::new(gpu, c.args(tokens))?;
         let quantize = match (c.payload, c.mode) {
             (Payload::Bf16, _) => Quantize::InDispatch,
             (Payload::Fp8, Mode::Ll) if imp.quantizes_ll() => Quantize::InDispatch,
@@ -345,7 +344,11 @@ impl<'a> Phases<'a> {
 
     /// Every rank's routing of the timed runs, and where it sends each selection.
     pub fn layout(&self) -> Layout<'_> {
-        Layout { routing: &self.routing, local_experts: self.c.shape.local_experts(self.routing.len()) }
+        self.layout_of(&self.routing)
+    }
+
+    fn layout_of<'r>(&self, routing: &'r [Routing]) -> Layout<'r> {
+        Layout { routing, local_experts: self.c.shape.local_experts(routing.len()) }
     }
 
     /// The timed runs' routing and values (seed 0) in the inputs, one dispatch of them, and the
@@ -390,7 +393,7 @@ impl<'a> Phases<'a> {
     pub fn check_once(&self, checks: &Checks, seed: u32, graph: bool) -> Result<(u64, u64)> {
         let (c, gpu, inp) = (self.c, self.c.gpu, &self.inp);
         let routing = self.spec.for_check(seed).every_rank(inp.args.tokens as usize, c.shape.experts, c.shape.topk);
-        let layout = Layout { routing: &routing, local_experts: self.layout().local_experts };
+        let layout = self.layout_of(&routing);
         inp.route(gpu, &routing[c.boot.rank()])?;
         inp.fill(gpu, seed)?;
         if self.quantize == Quantize::Before {

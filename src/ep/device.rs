@@ -172,8 +172,9 @@ struct Common {
 }
 
 impl Inputs {
-    pub fn new(gpu: &Gpu, args: Args, idx: &[i32], weight: &[f32]) -> Result<Inputs> {
-        let (t, h) = (args.tokens as usize, args.hidden as usize);
+    /// Buffers for `args.tokens` tokens; `route` fills in a routing.
+    pub fn new(gpu: &Gpu, args: Args) -> Result<Inputs> {
+        let (t, h, k) = (args.tokens as usize, args.hidden as usize, args.topk as usize);
         let x = Buf::zeros(gpu, t * h * 2)?;
         let fp8_rows = if args.fp8 != 0 { Some(Buf::zeros(gpu, t * args.row as usize)?) } else { None };
         let rows = fp8_rows.as_ref().map(|b| b.ptr).unwrap_or(x.ptr);
@@ -182,8 +183,8 @@ impl Inputs {
             rows,
             x,
             fp8_rows,
-            idx: Buf::upload(gpu, idx)?,
-            weight: Buf::upload(gpu, weight)?,
+            idx: Buf::zeros(gpu, t * k * 4)?,
+            weight: Buf::zeros(gpu, t * k * 4)?,
             out: Buf::zeros(gpu, t * h * 2)?,
             f: Common { fill: gpu.function("ep", "gb_ep_fill")?, quantize: gpu.function("ep", "gb_ep_quantize")? },
         })

@@ -506,6 +506,7 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
             b_cycles.iter().filter(|(cy, n)| c_cycles.get(cy).unwrap_or(&0) < n).map(|(cy, _)| *cy).collect();
         let ok = |rows: &'_ [&'_ Row]| rows.iter().filter(|r| r.status == Status::Ok).count();
         let unchecked = |rows: &[&Row]| rows.iter().filter(|r| r.status == Status::Ok && r.wrong.is_none()).count();
+        let (b_unchecked, c_unchecked) = (unchecked(b), unchecked(c));
         // The least overlap of the ok rows; a candidate row that records none counts as none.
         let b_overlap = b.iter().filter(|r| r.status == Status::Ok).filter_map(|r| r.overlap).reduce(f64::min);
         let c_overlap = c.iter().filter(|r| r.status == Status::Ok).map(|r| r.overlap.unwrap_or(0.0)).reduce(f64::min);
@@ -521,10 +522,10 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
         } else if !lost_cycles.is_empty() {
             finding.verdict = Verdict::Missing;
             finding.detail = format!("cycles {lost_cycles:?} of the baseline are not in the candidate");
-        } else if unchecked(b) < ok(b) && unchecked(c) > unchecked(b) {
+        } else if b_unchecked < ok(b) && c_unchecked > b_unchecked {
             finding.verdict = Verdict::Unchecked;
             finding.detail =
-                format!("checked in the baseline, not in {} of the candidate's {} cycles (-c 0?)", unchecked(c), ok(c));
+                format!("checked in the baseline, not in {c_unchecked} of the candidate's {} cycles (-c 0?)", ok(c));
         } else if let Some((bo, co)) = b_overlap.zip(c_overlap).filter(|(bo, co)| *co < bo - 0.01) {
             finding.verdict = Verdict::OverlapLost;
             finding.detail = if c.iter().any(|r| r.status == Status::Ok && r.overlap.is_none()) {

@@ -107,7 +107,7 @@ fn run_rank(cfg: &Config, ctx: &RankCtx, out: &mut Output) -> Result<()> {
     };
     let mut checker = Checker::new(r.gpu, cfg.dtype.size())?;
     // Timed data is a real pattern, never zeros.
-    let timed = Key { seed: 0, rank: rank as u32, base: 0 };
+    let timed = Key { seed: 0, rank: rank as u32, base: 0, block: Key::NO_PEER };
     checker.fill(r.gpu, r.send.ptr, bytes / cfg.dtype.size(), timed)?;
     checker.fill(r.gpu, r.recv.ptr, bytes / cfg.dtype.size(), timed)?;
     r.gpu.stream.synchronize()?;
@@ -276,9 +276,9 @@ impl<'a> Step<'a> {
     /// with `graph`): the `-m` group's operations at the last rotating offsets the timed ones use
     /// (at offset 0 an impl that dropped the offset would pass), each its own part of the
     /// pattern. Counted wrong: received elements that differ from what the peers sent, send
-    /// elements an out-of-place operation changed, and changed elements of the guards, up to
-    /// [`GUARD`] bytes before the group's receive span and after it. Returns after the GPU
-    /// finished.
+    /// elements an out-of-place operation changed, and changed elements of the guards: up to
+    /// [`GUARD`] bytes before the group's receive span and after it, and the gaps between its
+    /// operations (the rotation's alignment). Returns after the GPU finished.
     pub fn check_once(&self, checker: &mut Checker, seed: u32, graph: bool) -> Result<u64> {
         let (r, gpu) = (self.r, self.r.gpu);
         let (n, rank, elt) = (r.boot.size() as u64, r.boot.rank() as u32, r.dtype.size());
@@ -286,40 +286,48 @@ impl<'a> Step<'a> {
         let ops = (self.agg as u64).min(self.slots);
         let at = |j: u64| (self.slots - ops + j) * self.stride;
         let elems = n * self.count;
-        let key = |j: u64| Key { seed, rank, base: j * elems };
+        let key = |j: u64| Key { seed, rank, base: j * elems, block: self.count };
         let (send, recv) = self.buffers();
         for j in 0..ops {
             checker.fill(gpu, send + at(j), elems, key(j))?;
             if !self.inplace {
-                // In place the buffer holds the input; every block but our own must still change.
-                checker.poison(gpu, recv + at(j), self.count, n as u32, key(j))?;
+                // In place the buffer holds the input, which differs from every peer's block
+                // (check.cu's pattern), so every block but our own must still change.
+                checker.poison(gpu, recv + at(j), n as u32, key(j))?;
             }
         }
-        // Guards, keyed apart from every rank's data (ranks stay below 2^31).
-        let guard_key = |base: u64| Key { seed, rank: rank | 1 << 31, base };
-        let mut end = at(ops - 1) + elems * elt;
-        // (In place, the overlapping guard also replaces this rank's last input element, so its
-        // peers read it wrong too: the control fails either way.)
-        if checker.brk == Break::GuardOverlap {
-            end = end.saturating_sub(elt);
+        // Guards: [start, end) byte ranges of the receive buffer, keyed apart from every rank's
+        // data (ranks stay below 2^31) and from each other (by where they start).
+        let end = |j: u64| {
+            let end = at(j) + elems * elt;
+            // (In place, the overlapping guard also replaces this rank's last input element, so
+            // its peers read it wrong too: the control fails either way.)
+            if checker.brk == Break::GuardOverlap {
+                end - elt
+            } else {
+                end
+            }
+        };
+        let limit = r.recv.bytes as u64;
+        let guards: Vec<(u64, u64)> = std::iter::once((at(0).saturating_sub(GUARD), at(0)))
+            .chain((0..ops).map(|j| (end(j), if j + 1 < ops { at(j + 1) } else { (end(j) + GUARD).min(limit) })))
+            .collect();
+        let guard_key = |start: u64| Key { seed, rank: rank | 1 << 31, base: start / elt, block: Key::NO_PEER };
+        for &(start, stop) in &guards {
+            checker.fill(gpu, r.recv.ptr + start, (stop - start) / elt, guard_key(start))?;
         }
-        let guards = [
-            (at(0).saturating_sub(GUARD), at(0).min(GUARD) / elt, guard_key(0)),
-            (end, (r.recv.bytes as u64 - end).min(GUARD) / elt, guard_key(GUARD)),
-        ];
-        for &(off, count, key) in &guards {
-            checker.fill(gpu, r.recv.ptr + off, count, key)?;
+        if checker.brk != Break::NoOp {
+            harness::run_once(gpu, graph, &mut || self.group(ops, at))?;
         }
-        harness::run_once(gpu, graph, &mut || self.group(ops, at))?;
         let mut wrong = 0;
         for j in 0..ops {
-            wrong += checker.verify(gpu, recv + at(j), self.count, n as u32, key(j))?;
+            wrong += checker.verify(gpu, recv + at(j), n as u32, key(j))?;
             if !self.inplace {
                 wrong += checker.unchanged(gpu, send + at(j), elems, key(j))?;
             }
         }
-        for &(off, count, key) in &guards {
-            wrong += checker.unchanged(gpu, r.recv.ptr + off, count, key)?;
+        for &(start, stop) in &guards {
+            wrong += checker.unchanged(gpu, r.recv.ptr + start, (stop - start) / elt, guard_key(start))?;
         }
         Ok(wrong)
     }

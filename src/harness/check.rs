@@ -24,9 +24,13 @@ pub enum Break {
     /// EP: every row gets the next expert's gains, as a combine that took another selection's
     /// row would see them.
     WrongExpert,
-    /// alltoall: the guard after the receive span starts on its last element, as an operation
-    /// that wrote one element too many would write into it.
+    /// alltoall: the guard after each operation's receive span starts on its last element, as
+    /// an operation that wrote one element too many would write into it.
     GuardOverlap,
+    /// alltoall: the checked operations are not run, as an impl that wrote nothing would leave
+    /// its buffers. Out of place every received element is wrong; in place every element of a
+    /// peer's block (the own block needs no write, so one rank alone reads 0).
+    NoOp,
 }
 
 impl Break {
@@ -37,9 +41,10 @@ impl Break {
             Err(_) => Ok(Break::None),
             Ok("wrong-expert") => Ok(Break::WrongExpert),
             Ok("guard-overlap") => Ok(Break::GuardOverlap),
+            Ok("no-op") => Ok(Break::NoOp),
             Ok(other) => Err(crate::error::Error::env(
                 format!("{}={other}: not a known break", Self::VAR),
-                format!("unset {}, or set it to wrong-expert or guard-overlap (test only)", Self::VAR),
+                format!("unset {}, or set it to wrong-expert, guard-overlap or no-op (test only)", Self::VAR),
             )),
         }
     }
@@ -47,12 +52,18 @@ impl Break {
 
 /// Where a rank's elements lie in a checked pattern: rank `rank`'s pattern for `seed`, from
 /// element `base` on (operation j of a checked group starts at j x its elements, so no two
-/// operations carry the same values).
+/// operations carry the same values), in blocks of `block` elements bound for ranks 0, 1, ...
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Key {
     pub seed: u32,
     pub rank: u32,
     pub base: u64,
+    /// Elements per peer; [`Key::NO_PEER`] for a region bound for none (a guard, the timed data).
+    pub block: u64,
+}
+
+impl Key {
+    pub const NO_PEER: u64 = u64::MAX;
 }
 
 /// The seeds of a process's checks, one new seed per checked run. Seed 0 is the timed runs' data,
@@ -109,25 +120,25 @@ impl Checker {
     /// `count` elements of `key`'s send pattern.
     pub fn fill(&self, gpu: &Gpu, buf: u64, count: u64, key: Key) -> Result<()> {
         let mut b = gpu.stream.launch_builder(&self.fill);
-        b.arg(&buf).arg(&count).arg(&key.seed).arg(&key.rank).arg(&key.base);
+        b.arg(&buf).arg(&count).arg(&key.block).arg(&key.seed).arg(&key.rank).arg(&key.base);
         unsafe { b.launch(grid(count)) }?;
         Ok(())
     }
 
-    /// Poison `nranks * c` receive elements so any element left unwritten is wrong.
-    pub fn poison(&self, gpu: &Gpu, buf: u64, c: u64, nranks: u32, key: Key) -> Result<()> {
+    /// Poison the `nranks` receive blocks of `key` so any element left unwritten is wrong.
+    pub fn poison(&self, gpu: &Gpu, buf: u64, nranks: u32, key: Key) -> Result<()> {
         let mut b = gpu.stream.launch_builder(&self.poison);
-        b.arg(&buf).arg(&c).arg(&nranks).arg(&key.seed).arg(&key.rank).arg(&key.base);
-        unsafe { b.launch(grid(c * nranks as u64)) }?;
+        b.arg(&buf).arg(&key.block).arg(&nranks).arg(&key.seed).arg(&key.rank).arg(&key.base);
+        unsafe { b.launch(grid(key.block * nranks as u64)) }?;
         Ok(())
     }
 
-    /// Elements of the receive buffer that differ from what the peers sent.
-    pub fn verify(&mut self, gpu: &Gpu, buf: u64, c: u64, nranks: u32, key: Key) -> Result<u64> {
+    /// Elements of the `nranks` receive blocks of `key` that differ from what the peers sent.
+    pub fn verify(&mut self, gpu: &Gpu, buf: u64, nranks: u32, key: Key) -> Result<u64> {
         gpu.stream.memset_zeros(&mut self.wrong)?;
         let mut b = gpu.stream.launch_builder(&self.verify);
-        b.arg(&buf).arg(&c).arg(&nranks).arg(&key.seed).arg(&key.rank).arg(&key.base).arg(&mut self.wrong);
-        unsafe { b.launch(grid(c * nranks as u64)) }?;
+        b.arg(&buf).arg(&key.block).arg(&nranks).arg(&key.seed).arg(&key.rank).arg(&key.base).arg(&mut self.wrong);
+        unsafe { b.launch(grid(key.block * nranks as u64)) }?;
         Ok(gpu.stream.clone_dtoh(&self.wrong)?[0])
     }
 
@@ -135,7 +146,7 @@ impl Checker {
     pub fn unchanged(&mut self, gpu: &Gpu, buf: u64, count: u64, key: Key) -> Result<u64> {
         gpu.stream.memset_zeros(&mut self.wrong)?;
         let mut b = gpu.stream.launch_builder(&self.unchanged);
-        b.arg(&buf).arg(&count).arg(&key.seed).arg(&key.rank).arg(&key.base).arg(&mut self.wrong);
+        b.arg(&buf).arg(&count).arg(&key.block).arg(&key.seed).arg(&key.rank).arg(&key.base).arg(&mut self.wrong);
         unsafe { b.launch(grid(count)) }?;
         Ok(gpu.stream.clone_dtoh(&self.wrong)?[0])
     }

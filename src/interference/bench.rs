@@ -446,7 +446,7 @@ impl Runner<'_> {
             gin_request: self.cfg.fg_gin(),
         };
         let checker = std::cell::RefCell::new(Checker::new(fg.gpu, elt)?);
-        let timed = Key { seed: 0, rank: fg.boot.rank() as u32, base: 0 };
+        let timed = Key { seed: 0, rank: fg.boot.rank() as u32, base: 0, block: Key::NO_PEER };
         checker.borrow().fill(fg.gpu, r.send.ptr, bytes / elt, timed)?;
         checker.borrow().fill(fg.gpu, r.recv.ptr, bytes / elt, timed)?;
         fg.gpu.stream.synchronize()?;

@@ -296,14 +296,14 @@ impl<'a> Step<'a> {
                 checker.poison(gpu, recv + at(j), n as u32, key(j))?;
             }
         }
-        // Guards: [start, end) byte ranges of the receive buffer, keyed apart from every rank's
-        // data (ranks stay below 2^31) and from each other (by where they start).
+        // Guards: [start, stop) byte ranges of the receive buffer, keyed apart from every rank's
+        // data (ranks stay below 2^31), each element by where it lies.
         let end = |j: u64| {
             let end = at(j) + elems * elt;
             // (In place, the overlapping guard also replaces this rank's last input element, so
             // its peers read it wrong too: the control fails either way.)
             if checker.brk == Break::GuardOverlap {
-                end - elt
+                end.saturating_sub(elt)
             } else {
                 end
             }

@@ -203,7 +203,10 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 }
 
 // Check received rows against the values of the token their descriptor names: BF16 bit-exact;
-// FP8 within e4m3 rounding (2^-4 relative, plus the subnormal step).
+// FP8 bit-exact against quantize_group (every sender quantizes with it), bytes and group scales,
+// and within e4m3 rounding of the value (2^-4 relative, plus the subnormal step), which checks
+// quantize_group itself. (Most groups reach the values' largest magnitude, so most share their
+// scale with others: a tolerance alone passed another group's scale, or a scale left stale.)
 extern "C" __global__ void __launch_bounds__(GB_THREADS) gb_ep_verify_rows(const uint8_t* rows, EpArgs a,
                                                                             const uint32_t* desc, RowSet rs,
                                                                             uint32_t seed,
@@ -212,19 +215,30 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS) gb_ep_verify_rows(const
   unsigned long long bad = 0;
   for (size_t r = warp_id(); r < size_t(rs.groups) * rs.group_rows; r += warp_count()) {
     if (!row_valid(rs, r)) continue;
-    const uint32_t d = desc[r];
+    const uint32_t d = desc[r], src = d >> 20, t = (d >> 4) & 0xffff;
     const uint8_t* row = rows + r * a.row;
-    for (int h = lane; h < a.hidden; h += 32) {
-      const float v = gb_ep_value(d >> 20, (d >> 4) & 0xffff, h, seed);
-      if (a.fp8) {
-        const float scale = ((const float*)(row + a.hidden))[h / EP_GROUP];
-        __nv_fp8_e4m3 q;
-        q.__x = row[h];
-        const float got = float(q) * scale;
-        bad += !(fabsf(got - v) <= fabsf(v) * 0.0625f + scale * 0.002f);
-      } else {
-        const __nv_bfloat16 want = __float2bfloat16(v);
+    if (!a.fp8) {
+      for (int h = lane; h < a.hidden; h += 32) {
+        const __nv_bfloat16 want = __float2bfloat16(gb_ep_value(src, t, h, seed));
         bad += ((const uint16_t*)row)[h] != *(const uint16_t*)&want;
+      }
+      continue;
+    }
+    // Lane i: channels 4i..4i+3 of each group, as quantize_group takes them.
+    for (int g = 0; g < a.hidden / EP_GROUP; g++) {
+      const int h = g * EP_GROUP + lane * 4;
+      float v[4];
+      for (int i = 0; i < 4; i++) v[i] = gb_ep_value(src, t, h + i, seed);
+      float want_scale;
+      const uint32_t want = quantize_group(make_float2(v[0], v[1]), make_float2(v[2], v[3]), want_scale);
+      const uint32_t got = *(const uint32_t*)(row + h);
+      const float scale = ((const float*)(row + a.hidden))[g];
+      const bool scale_ok = __float_as_uint(scale) == __float_as_uint(want_scale);
+      for (int i = 0; i < 4; i++) {
+        __nv_fp8_e4m3 q;
+        q.__x = uint8_t(got >> (8 * i));
+        const bool near = fabsf(float(q) * scale - v[i]) <= fabsf(v[i]) * 0.0625f + scale * 0.002f;
+        bad += !(scale_ok && q.__x == uint8_t(want >> (8 * i)) && near);
       }
     }
   }

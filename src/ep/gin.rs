@@ -86,7 +86,8 @@ struct Kernel {
 struct Owned {
     keep: Vec<Buf>,
     layout: Option<Box<LayoutBufs>>,
-    offs: Option<Buf>,
+    /// HT: the notify's offsets and rows per local expert.
+    ht: Option<[Buf; 2]>,
     ll: Option<[Buf; 3]>,
 }
 
@@ -173,7 +174,7 @@ impl Gin {
             nstate: nst.ptr,
             ..Default::default()
         };
-        let mut owned = Owned { keep: vec![st, cst, nst], layout: None, offs: None, ll: None };
+        let mut owned = Owned { keep: vec![st, cst, nst], layout: None, ht: None, ll: None };
         let names: &[&str] = match c.mode {
             Mode::Ll => {
                 let (sent, out) = (Buf::zeros(c.gpu, 4 * a.experts as usize)?, Buf::zeros(c.gpu, l * r * t * row)?);
@@ -191,8 +192,7 @@ impl Gin {
                 (b.offs, b.recv_per_expert) = (offs.ptr, rpe.ptr);
                 (b.tok_local, b.chunk_base, b.totals) =
                     (layout.tok_local.ptr, layout.chunk_base.ptr, layout.totals.ptr);
-                owned.keep.push(rpe);
-                owned.offs = Some(offs);
+                owned.ht = Some([offs, rpe]);
                 owned.layout = Some(layout);
                 &["ht_notify", "ht_dispatch", "ht_combine"]
             }
@@ -288,9 +288,11 @@ impl EpImpl for Gin {
     }
 
     fn check_layout(&self, c: &Ctx, inp: &Inputs, layout: &Layout) -> Result<u64> {
-        match (&self.owned.ll, &self.owned.offs) {
+        match (&self.owned.ll, &self.owned.ht) {
             (Some([_, src_info, recv_count]), _) => layout::ll_check(c, &inp.args, layout, src_info, recv_count),
-            (None, Some(offs)) => layout::ht_check(c, &inp.args, layout, offs, self.recv_ptr()),
+            (None, Some([offs, per_expert])) => {
+                layout::ht_check(c, &inp.args, layout, offs, per_expert, self.recv_ptr())
+            }
             (None, None) => unreachable!("an HT impl has its offsets"),
         }
     }

@@ -4,7 +4,7 @@
 //! kernel reduces with the top-k weights.
 use super::device::{grid, Buf, ExpertSel, Inputs, LayoutBufs, RowSet};
 use super::metrics::Phase;
-use super::reference::{Layout, Traffic};
+use super::reference::{undesc, Layout, Traffic};
 use super::{Ctx, EpImpl, Received};
 use crate::error::{Error, Result};
 use crate::nccl::{self, ffi};
@@ -152,11 +152,22 @@ impl EpImpl for Host {
         })
     }
 
-    fn check_layout(&self, c: &Ctx, _inp: &Inputs, layout: &Layout) -> Result<u64> {
-        let tr = layout.traffic(c.boot.rank());
+    /// Rows to and from each rank, and the received counts per (source, local expert): what an
+    /// expert's grouped GEMM would size its work by.
+    fn check_layout(&self, c: &Ctx, inp: &Inputs, layout: &Layout) -> Result<u64> {
+        let (me, l) = (c.boot.rank(), inp.args.local as usize);
+        let tr = layout.traffic(me);
         let (to, from) = self.rows.borrow().clone();
         let bad = |got: &[usize], want: &[usize]| got.iter().zip(want).map(|(g, w)| g.abs_diff(*w) as u64).sum::<u64>();
-        Ok(bad(&to, &tr.selections_to) + bad(&from, &tr.selections_from))
+        let mut per_expert = vec![0usize; c.boot.size() * l];
+        for (le, rows) in layout.expert_rows(me).iter().enumerate() {
+            for &d in rows {
+                per_expert[undesc(d).0 * l + le] += 1;
+            }
+        }
+        let got = self.recv_counts.read::<i32>(c.gpu, per_expert.len())?;
+        let bad_counts = got.iter().zip(&per_expert).map(|(&g, &w)| (g as i64 - w as i64).unsigned_abs()).sum::<u64>();
+        Ok(bad(&to, &tr.selections_to) + bad(&from, &tr.selections_from) + bad_counts)
     }
 
     fn not_capturable(&self) -> Option<&'static str> {

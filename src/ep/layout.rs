@@ -77,15 +77,22 @@ pub fn ht_received(c: &Ctx, layout: &Layout, recv: u64, y: u64) -> Result<Receiv
     })
 }
 
-/// HT layout check: the row count from the notify (`offs[R]`) and every row's metadata, in order.
-pub fn ht_check(c: &Ctx, a: &Args, layout: &Layout, offs: &Buf, recv: u64) -> Result<u64> {
-    let want = layout.ht_rows(c.boot.rank());
-    let n = offs.read::<i32>(c.gpu, a.ranks as usize + 1)?[a.ranks as usize].max(0) as usize;
+/// HT layout check: the notify's offsets and rows per local expert (what a grouped GEMM would
+/// size its work by), and every row's metadata, in order.
+pub fn ht_check(c: &Ctx, a: &Args, layout: &Layout, offs: &Buf, per_expert: &Buf, recv: u64) -> Result<u64> {
+    let me = c.boot.rank();
+    let (r, l) = (a.ranks as usize, a.local as usize);
+    let offs = offs.read::<i32>(c.gpu, 2 * r + 2)?;
+    let mut wrong = offs.iter().zip(layout.ht_offsets(me)).filter(|(g, w)| **g != *w).count() as u64;
+    let per_expert = per_expert.read::<i32>(c.gpu, l)?;
+    wrong += per_expert.iter().zip(layout.expert_rows(me)).filter(|(g, w)| **g as i64 != w.len() as i64).count() as u64;
+    let want = layout.ht_rows(me);
+    let n = offs[r].max(0) as usize;
     let k = a.topk as usize;
     let mb = ht_meta_bytes(k);
-    let n_read = n.min(a.ranks as usize * c.max_tokens);
+    let n_read = n.min(r * c.max_tokens);
     let meta = device::read::<u8>(c.gpu, recv + ht_meta_offset(c, a), n_read * mb)?;
-    let mut wrong = n.abs_diff(want.len()) as u64;
+    wrong += n.abs_diff(want.len()) as u64;
     for (i, w) in want.iter().enumerate().take(n_read) {
         let m = &meta[i * mb..(i + 1) * mb];
         let word = |j: usize| u32::from_le_bytes(m[j * 4..j * 4 + 4].try_into().unwrap());

@@ -100,6 +100,25 @@ impl Layout<'_> {
         out
     }
 
+    /// The HT notify's offsets at rank `me` (`ht_offsets` in src/kernels/ep_common.cuh): where
+    /// its rows start at each destination (after every lower source's), its received rows, where
+    /// each source's rows start among them, and its received rows again.
+    pub fn ht_offsets(&self, me: usize) -> Vec<i32> {
+        let n = self.ranks();
+        let tokens = |s: usize, d: usize| (0..self.routing[s].tokens).filter(|&t| self.token_goes(s, t, d)).count();
+        let mut offs = vec![0i32; 2 * n + 2];
+        for (d, o) in offs[..n].iter_mut().enumerate() {
+            *o = (0..me).map(|s| tokens(s, d)).sum::<usize>() as i32;
+        }
+        let mut at = 0;
+        for s in 0..n {
+            offs[n + 1 + s] = at as i32;
+            at += tokens(s, me);
+        }
+        (offs[n], offs[2 * n + 1]) = (at as i32, at as i32);
+        offs
+    }
+
     /// What rank `me` sends to and receives from each rank.
     pub fn traffic(&self, me: usize) -> Traffic {
         let n = self.ranks();
@@ -213,6 +232,15 @@ mod tests {
         assert_eq!(rows[1].weight, vec![1.0, 2.0]);
         assert_eq!(rows[0].local_idx, vec![0, -1]);
         assert_eq!(rows[0].weight, vec![0.5, 0.0]);
+    }
+
+    #[test]
+    fn ht_offsets_as_the_notify_writes_them() {
+        let rt = tiny();
+        let l = Layout { routing: &rt, local_experts: 2 };
+        // Tokens from s to d: 0->0 2, 0->1 2, 1->0 1, 1->1 2 (rank 1's token 2 goes nowhere).
+        assert_eq!(l.ht_offsets(0), vec![0, 0, 3, 0, 2, 3]);
+        assert_eq!(l.ht_offsets(1), vec![2, 2, 4, 0, 2, 4]);
     }
 
     #[test]

@@ -130,16 +130,20 @@ pub struct RoutingSpec {
     pub seed: u64,
     /// Selections set to -1 per rank (dropped, as DeepEP's tests do with 10).
     pub masked: usize,
+    /// The masks take one whole token first where `masked` >= top-k: a token that goes nowhere
+    /// (checked runs only; random masks almost never drop all of a token's selections).
+    pub whole_token: bool,
     /// Ranks (experts are split evenly, rank r owns experts [r·L, (r+1)·L)).
     pub ranks: usize,
 }
 
 impl RoutingSpec {
-    /// The routing of checked run `check_seed` (never 0): the same generator, masks and ranks,
-    /// another seed. A layout output the checked dispatch failed to write (descriptors, counts,
-    /// metadata) then still holds the timed routing's and reads wrong.
+    /// The routing of checked run `check_seed` (never 0): the same generator, mask count and
+    /// ranks, another seed, and a whole token masked where the masks cover one. A layout output
+    /// the checked dispatch failed to write (descriptors, counts, metadata) then still holds the
+    /// timed routing's and reads wrong.
     pub fn for_check(&self, check_seed: u32) -> RoutingSpec {
-        RoutingSpec { seed: self.seed.wrapping_add((check_seed as u64) << 32), ..self.clone() }
+        RoutingSpec { seed: self.seed.wrapping_add((check_seed as u64) << 32), whole_token: true, ..self.clone() }
     }
 
     /// Every rank's routing for `tokens` tokens each, as any rank can rebuild it.
@@ -192,11 +196,23 @@ impl RoutingSpec {
         let weight = (0..tokens * topk).map(|_| (0.5 + 0.5 * (-rng.normal().abs()).exp()) as f32).collect();
         let mut r = Routing { tokens, topk, idx, weight };
         let total = tokens * topk;
-        // Exactly `masked` distinct entries: the head of a partial Fisher-Yates shuffle.
+        // Exactly `masked` distinct entries: the head of a partial Fisher-Yates shuffle, whose
+        // first `topk` are one token's where a whole token is masked.
+        let masked = self.masked.min(total);
         let mut at: Vec<usize> = (0..total).collect();
-        for i in 0..self.masked.min(total) {
+        let mut first = 0;
+        if self.whole_token && masked >= topk {
+            let t = rng.below(tokens);
+            for k in 0..topk {
+                at.swap(k, t * topk + k);
+            }
+            first = topk;
+        }
+        for i in first..masked {
             at.swap(i, i + rng.below(total - i));
-            r.idx[at[i]] = -1;
+        }
+        for &i in &at[..masked] {
+            r.idx[i] = -1;
         }
         r
     }
@@ -207,7 +223,7 @@ mod tests {
     use super::*;
 
     fn spec(gen: Generator) -> RoutingSpec {
-        RoutingSpec { gen, seed: 1, masked: 0, ranks: 4 }
+        RoutingSpec { gen, seed: 1, masked: 0, ranks: 4, whole_token: false }
     }
 
     #[test]
@@ -249,6 +265,22 @@ mod tests {
             assert_eq!(c.idx.iter().filter(|&&e| e == -1).count(), 10);
         }
         assert_ne!(s.for_check(1).generate(1, 64, 256, 8), s.for_check(2).generate(1, 64, 256, 8));
+    }
+
+    #[test]
+    fn a_check_masks_a_whole_token_where_the_masks_cover_one() {
+        let s = RoutingSpec { masked: 10, ..spec(Generator::Uniform) };
+        for seed in 1..20 {
+            let r = s.for_check(seed).generate(2, 64, 256, 8);
+            assert_eq!(r.idx.iter().filter(|&&e| e == -1).count(), 10);
+            assert!((0..64).any(|t| (0..8).all(|k| r.get(t, k) == -1)), "check {seed}: no token goes nowhere");
+        }
+        // Fewer masks than top-k: the masks are random ones, as without a whole token.
+        let few = RoutingSpec { masked: 7, ..s.clone() }.for_check(1);
+        assert_eq!(
+            few.generate(2, 64, 256, 8),
+            RoutingSpec { whole_token: false, ..few.clone() }.generate(2, 64, 256, 8)
+        );
     }
 
     #[test]

@@ -516,7 +516,7 @@ impl Runner<'_> {
         let n = fg.boot.size();
         shape.validate(n)?;
         let checks = Checks::new(fg.gpu)?;
-        let spec = RoutingSpec { gen: Generator::Uniform, seed: *seed, masked: 0, ranks: n };
+        let spec = RoutingSpec { gen: Generator::Uniform, seed: *seed, masked: 0, ranks: n, whole_token: false };
         for &mode in modes {
             let tokens = tokens.clone().unwrap_or_else(|| vec![if mode == Mode::Ll { 128 } else { 4096 }]);
             let max_tokens = *tokens.iter().max().unwrap();

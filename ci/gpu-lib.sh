@@ -2,7 +2,8 @@
 # $GINBENCH_BIN, default target/release), this node's GPU count ($n; exit 8 without a GPU),
 # NCCL_NVLS_ENABLE=0 unless set, mpirun's root flag ($root), the virtual nodes the emulated impls
 # take ($nodes: 2 where there are 2 GPUs or more), from_caller, and run / expect, which append a
-# run's table to $out/tables.txt and its JSON to $out/NAME.json and set fail=1 on a wrong exit.
+# run's table to $out/tables.txt and its JSON to $out/NAME.json and set fail=1 on a wrong exit,
+# and all_wrong, which sets it unless a negative control counted every row it should.
 caller=$PWD
 # from_caller PATH: PATH as the caller meant it, from the folder the script was started in.
 from_caller() { case $1 in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$caller/$1" ;; esac; }
@@ -26,3 +27,20 @@ expect() {
   [ $rc = "$want" ] || { fail=1; echo "$name: expected exit $want" >&2; }
 }
 run() { expect 0 "$@"; }
+
+# all_wrong NAME SELECT: fail unless every checked row of NAME.json that SELECT (a Python
+# expression on the row `r`) picks counted wrong values, and one row at least is picked: a
+# negative control's exit 7 alone is one wrong row anywhere.
+all_wrong() {
+  local name=$1
+  command -v python3 > /dev/null || { echo "$name: rows not inspected (no python3)"; return; }
+  python3 - "$out/$name.json" "$2" << 'PY' || fail=1
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1]))["rows"] if r.get("wrong") is not None and eval(sys.argv[2], {}, {"r": r})]
+right = [f'{r["impl"]} {r.get("phase") or r.get("placement")} {r["size_bytes"]} B' for r in rows if r["wrong"] == 0]
+print(f'{sys.argv[1].rsplit("/", 1)[-1]}: {len(rows) - len(right)} of {len(rows)} rows counted wrong')
+if right or not rows:
+    print("  counted right: " + (", ".join(right) or "no row picked"), file=sys.stderr)
+    sys.exit(1)
+PY
+}

@@ -12,6 +12,7 @@ use crate::cuda::Gpu;
 use crate::driver::{self, Benchmark, Output, RankCtx};
 use crate::error::{Error, Result};
 use crate::gin_transport;
+use crate::harness::check::{Break, Seeds};
 use crate::harness::{self, watchdog, LoopParams};
 use crate::nccl::Comm;
 use crate::report::table;
@@ -386,26 +387,38 @@ impl<'a> Phases<'a> {
         self.imp.combine(self.c, &self.inp)
     }
 
-    /// One checked dispatch and combine (captured in a CUDA graph with `graph`) with new values
-    /// for `seed` and a routing of its own (`RoutingSpec::for_check`), so neither a row nor any
-    /// layout output left over from an earlier run passes; then the timed routing back. Wrong
-    /// (dispatch, combine) on this rank; returns after the GPU finished.
+    /// One checked run: two rounds of a checked dispatch and combine (captured in a CUDA graph
+    /// with `graph`), with new values for `seed` and [`Seeds::second`] and a routing of their
+    /// own (`RoutingSpec::for_check`), so neither a row nor any layout output left over from an
+    /// earlier run passes; then the timed routing back. Two rounds, because the device kernels
+    /// alternate between two halves of their buffers and signals from one launch to the next:
+    /// one round per check (each check also dispatches the timed routing again) checked the
+    /// same half of every kernel every time. Wrong (dispatch, combine) on this rank; returns
+    /// after the GPU finished.
     pub fn check_once(&self, checks: &Checks, seed: u32, graph: bool) -> Result<(u64, u64)> {
         let (c, gpu, inp) = (self.c, self.c.gpu, &self.inp);
-        let routing = self.spec.for_check(seed).every_rank(inp.args.tokens as usize, c.shape.experts, c.shape.topk);
-        let layout = self.layout_of(&routing);
-        inp.route(gpu, &routing[c.boot.rank()])?;
-        inp.fill(gpu, seed)?;
-        if self.quantize == Quantize::Before {
-            inp.quantize(gpu, self.all_sms)?;
+        let (mut bad, mut badc) = (0, 0);
+        for seed in [seed, Seeds::second(seed)] {
+            let routing = self.spec.for_check(seed).every_rank(inp.args.tokens as usize, c.shape.experts, c.shape.topk);
+            let layout = self.layout_of(&routing);
+            inp.route(gpu, &routing[c.boot.rank()])?;
+            inp.fill(gpu, seed)?;
+            if self.quantize == Quantize::Before {
+                inp.quantize(gpu, self.all_sms)?;
+            }
+            let run = checks.brk != Break::NoOp;
+            if run {
+                harness::run_once(gpu, graph, &mut || self.dispatch())?;
+            }
+            bad += self.imp.check_layout(c, inp, &layout)?;
+            let rec = self.imp.received(c, inp, &layout)?;
+            bad += checks.rows(gpu, &inp.args, &rec, seed)?;
+            checks.expert(gpu, &inp.args, &rec, seed)?;
+            if run {
+                harness::run_once(gpu, graph, &mut || self.combine())?;
+            }
+            badc += checks.combined(gpu, inp, seed)?;
         }
-        harness::run_once(gpu, graph, &mut || self.dispatch())?;
-        let mut bad = self.imp.check_layout(c, inp, &layout)?;
-        let rec = self.imp.received(c, inp, &layout)?;
-        bad += checks.rows(gpu, &inp.args, &rec, seed)?;
-        checks.expert(gpu, &inp.args, &rec, seed)?;
-        harness::run_once(gpu, graph, &mut || self.combine())?;
-        let badc = checks.combined(gpu, inp, seed)?;
         self.establish(checks)?;
         Ok((bad, badc))
     }

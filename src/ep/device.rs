@@ -285,26 +285,27 @@ pub struct Checks {
     verify_rows: CudaFunction,
     verify_combine: CudaFunction,
     wrong: Buf,
-    /// Added to every expert id the expert sees: 0, or 1 under `Break::WrongExpert`.
-    shift: i32,
+    /// Test only: what the checks break (`GINBENCH_CHECK_BREAK`).
+    pub brk: Break,
 }
 
 impl Checks {
     pub fn new(gpu: &Gpu) -> Result<Checks> {
-        let shift = (Break::from_env()? == Break::WrongExpert) as i32;
         Ok(Checks {
             expert: gpu.function("ep", "gb_ep_expert")?,
             verify_rows: gpu.function("ep", "gb_ep_verify_rows")?,
             verify_combine: gpu.function("ep", "gb_ep_verify_combine")?,
             wrong: Buf::zeros(gpu, 8)?,
-            shift,
+            brk: Break::from_env()?,
         })
     }
 
     /// Combine input: the checks' expert on every received row (`gb_ep_expert`).
     pub fn expert(&self, gpu: &Gpu, a: &Args, rec: &Received, seed: u32) -> Result<()> {
         let mut b = gpu.stream.launch_builder(&self.expert);
-        b.arg(&rec.y).arg(a).arg(&rec.desc).arg(&rec.set).arg(&rec.sel).arg(&rec.per_row).arg(&self.shift);
+        // Added to every expert id the expert sees: the next expert's gains under the break.
+        let shift = (self.brk == Break::WrongExpert) as i32;
+        b.arg(&rec.y).arg(a).arg(&rec.desc).arg(&rec.set).arg(&rec.sel).arg(&rec.per_row).arg(&shift);
         b.arg(&seed);
         unsafe { b.launch(grid(264, 0)) }?;
         Ok(())

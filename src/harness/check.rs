@@ -27,9 +27,10 @@ pub enum Break {
     /// alltoall: the guard after each operation's receive span starts on its last element, as
     /// an operation that wrote one element too many would write into it.
     GuardOverlap,
-    /// alltoall: the checked operations are not run, as an impl that wrote nothing would leave
-    /// its buffers. Out of place every received element is wrong; in place every element of a
-    /// peer's block (the own block needs no write, so one rank alone reads 0).
+    /// The checked operations are not run, as an impl that wrote nothing would leave its
+    /// buffers. alltoall: out of place every received element is wrong; in place every element
+    /// of a peer's block (the own block needs no write, so one rank alone reads 0). EP: the rows,
+    /// layout and combined tokens of the timed routing's values stay, so nearly all are wrong.
     NoOp,
 }
 
@@ -71,7 +72,8 @@ impl Key {
 /// one: the seeds are never 0. The device hashes a seed into its values (`gb_keyed64` in
 /// src/kernels/splitmix.cuh), so no other seed repeats them. (A fixed seed per check had let
 /// alltoall's send buffers hold the new fill already, from the same check at an earlier size or
-/// impl; EP's values had been linear in the seed, and seed 251 repeated seed 0's.)
+/// impl; EP's values had been linear in the seed, and seed 251 repeated seed 0's.) Seeds stay
+/// below 2^31, so a check that runs twice takes [`Seeds::second`] for its second run.
 #[derive(Debug, Clone, Default)]
 pub struct Seeds {
     last: u32,
@@ -80,8 +82,13 @@ pub struct Seeds {
 impl Seeds {
     /// The next check's seed.
     pub fn new_seed(&mut self) -> u32 {
-        self.last = self.last.checked_add(1).unwrap_or(1);
+        self.last = if self.last + 1 < 1 << 31 { self.last + 1 } else { 1 };
         self.last
+    }
+
+    /// A second seed for the check of `seed`, which no other check's seeds repeat.
+    pub fn second(seed: u32) -> u32 {
+        seed | 1 << 31
     }
 }
 
@@ -166,6 +173,7 @@ mod tests {
             assert!(seen.insert(s), "seed {s} twice");
         }
         assert_eq!(Seeds { last: 250 }.new_seed(), 251, "251 is no longer a period");
-        assert_eq!(Seeds { last: u32::MAX }.new_seed(), 1, "wraps past 0");
+        assert_eq!(Seeds { last: (1 << 31) - 1 }.new_seed(), 1, "wraps past 0, below 2^31");
+        assert_eq!(Seeds::second(1), (1 << 31) | 1);
     }
 }

@@ -28,19 +28,22 @@ expect() {
 }
 run() { expect 0 "$@"; }
 
-# all_wrong NAME SELECT: fail unless every checked row of NAME.json that SELECT (a Python
-# expression on the row `r`) picks counted wrong values, and one row at least is picked: a
-# negative control's exit 7 alone is one wrong row anywhere.
+# all_wrong NAME SELECT [ENOUGH]: fail unless every checked row of NAME.json that SELECT (a Python
+# expression on the row `r`) picks counted wrong values (ENOUGH, default r["wrong"] > 0), and one
+# row at least is picked: a negative control's exit 7 alone is one wrong row anywhere. Needs
+# python3.
 all_wrong() {
   local name=$1
-  command -v python3 > /dev/null || { echo "$name: rows not inspected (no python3)"; return; }
-  python3 - "$out/$name.json" "$2" << 'PY' || fail=1
+  command -v python3 > /dev/null || { echo "$name: rows not inspected: no python3" >&2; fail=1; return; }
+  python3 - "$out/$name.json" "$2" "${3:-r['wrong'] > 0}" << 'PY' || fail=1
 import json, sys
-rows = [r for r in json.load(open(sys.argv[1]))["rows"] if r.get("wrong") is not None and eval(sys.argv[2], {}, {"r": r})]
-right = [f'{r["impl"]} {r.get("phase") or r.get("placement")} {r["size_bytes"]} B' for r in rows if r["wrong"] == 0]
-print(f'{sys.argv[1].rsplit("/", 1)[-1]}: {len(rows) - len(right)} of {len(rows)} rows counted wrong')
-if right or not rows:
-    print("  counted right: " + (", ".join(right) or "no row picked"), file=sys.stderr)
+path, select, enough = sys.argv[1:]
+rows = [r for r in json.load(open(path))["rows"] if r.get("wrong") is not None and eval(select, {}, {"r": r})]
+short = [f'{r["impl"]} {r.get("phase") or r.get("placement")} {r["size_bytes"]} B: {r["wrong"]}' for r in rows
+         if not eval(enough, {}, {"r": r})]
+print(f'{path.rsplit("/", 1)[-1]} ({select}): {len(rows) - len(short)} of {len(rows)} rows counted wrong ({enough})')
+if short or not rows:
+    print("  short: " + (", ".join(short) or "no row picked"), file=sys.stderr)
     sys.exit(1)
 PY
 }

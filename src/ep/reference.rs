@@ -105,17 +105,26 @@ impl Layout<'_> {
     /// each source's rows start among them, and its received rows again.
     pub fn ht_offsets(&self, me: usize) -> Vec<i32> {
         let n = self.ranks();
-        let tokens = |s: usize, d: usize| (0..self.routing[s].tokens).filter(|&t| self.token_goes(s, t, d)).count();
+        // tokens[s][d]: tokens of s bound for d, in one pass over the routing.
+        let mut tokens = vec![vec![0i32; n]; n];
+        for (s, r) in self.routing.iter().enumerate() {
+            for t in 0..r.tokens {
+                let mut to: Vec<usize> = (0..r.topk).filter_map(|k| self.owner(r.get(t, k))).collect();
+                to.sort_unstable();
+                to.dedup();
+                to.iter().for_each(|&d| tokens[s][d] += 1);
+            }
+        }
         let mut offs = vec![0i32; 2 * n + 2];
         for (d, o) in offs[..n].iter_mut().enumerate() {
-            *o = (0..me).map(|s| tokens(s, d)).sum::<usize>() as i32;
+            *o = tokens[..me].iter().map(|row| row[d]).sum();
         }
         let mut at = 0;
-        for s in 0..n {
-            offs[n + 1 + s] = at as i32;
-            at += tokens(s, me);
+        for (s, row) in tokens.iter().enumerate() {
+            offs[n + 1 + s] = at;
+            at += row[me];
         }
-        (offs[n], offs[2 * n + 1]) = (at as i32, at as i32);
+        (offs[n], offs[2 * n + 1]) = (at, at);
         offs
     }
 

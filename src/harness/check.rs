@@ -17,7 +17,8 @@ pub struct Checker {
 }
 
 /// Test only: a negative control that breaks what the checks see (`GINBENCH_CHECK_BREAK`), to show
-/// once that they count it. Every checked run must then be counted wrong.
+/// once that they count it. Every checked run must then be counted wrong. Every rank must see the
+/// same setting (`mpirun -x`): under `no-op`, ranks that disagree wait for each other until `-T`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Break {
     None,

@@ -237,6 +237,32 @@ fn sections_whose_names_differ_only_in_punctuation_get_their_own_plots() {
 }
 
 #[test]
+fn the_best_impl_per_size_and_autos_time_against_it() {
+    // a is faster at 1 KB, b at 1 MB; auto picks a at both: 1.00 at 1 KB, 2.00 at 1 MB.
+    let rows = vec![
+        common::row("a", 1 << 10, 2.0, 2.0, 0),
+        common::row("b", 1 << 10, 3.0, 3.0, 0),
+        common::row("auto", 1 << 10, 2.0, 2.0, 0),
+        common::row("a", 1 << 20, 20.0, 20.0, 0),
+        common::row("b", 1 << 20, 10.0, 10.0, 0),
+        common::row("auto", 1 << 20, 20.0, 20.0, 0),
+        common::row("a", 0, 1.0, 1.0, 0),
+    ];
+    let mut slow = common::run(rows.clone());
+    slow.rows.retain(|r| r.impl_name != "auto");
+    let runs = vec![Labeled { label: "x".into(), run: common::run(rows) }, Labeled { label: "y".into(), run: slow }];
+    let md = report_md("best", &runs);
+    let best = section(&md, "## Best impl per size (float, out-of-place)");
+    assert!(
+        best.contains("| size (B) | x best | x busbw | x auto ÷ best | y best | y busbw | y auto ÷ best |"),
+        "{best}"
+    );
+    assert!(best.contains("| 1024 | a | 0.38 | 1.00 | a | 0.38 | - |"), "{best}");
+    assert!(best.contains("| 1048576 | b | 78.64 | 2.00 | b | 78.64 | - |"), "{best}");
+    assert!(!best.contains("| 0 |"), "size 0 has no best: {best}");
+}
+
+#[test]
 fn default_labels_are_distinct() {
     use std::path::PathBuf;
     let p = |v: &[&str]| v.iter().map(PathBuf::from).collect::<Vec<_>>();

@@ -74,9 +74,10 @@ enum Cmd {
         #[arg(short = 'J', long = "output_file", value_name = "FILE")]
         json: Option<PathBuf>,
     },
-    /// Side-by-side report of runs (e.g. two clusters): environments and their differences,
-    /// busbw / time per size and impl (EP: bw / time per phase and tokens per rank, per impl, mode
-    /// and dispatch dtype) with ratios to the first run, SVG plots; Markdown and HTML.
+    /// Side-by-side report of runs (e.g. two clusters): environments and their differences, the
+    /// best impl per size and auto's time against it, busbw / time per size and impl (EP: bw /
+    /// time per phase and tokens per rank, per impl, mode and dispatch dtype) with ratios to the
+    /// first run, SVG plots; Markdown and HTML.
     /// Exit 2 on bad input (also: mixed benchmarks, values no plot can hold).
     Report {
         #[arg(required = true)]

@@ -1,11 +1,11 @@
 //! `ginbench report RUN...`: runs side by side (e.g. an EFA cluster against an InfiniBand one):
-//! the environments and what differs, then for alltoall per implementation a table of busbw and
-//! time per size, for EP (`ep_perf`) per (impl, mode, dispatch dtype, layer shape) a table of bw
+//! the environments and what differs, then for alltoall the best impl per size (and `auto`'s time
+//! against it) and per implementation a table of busbw and time per size, for EP (`ep_perf`) per (impl, mode, dispatch dtype, layer shape) a table of bw
 //! and time per phase and tokens per rank, with ratios to the first run, and SVG plots, and what
 //! was not measured (skipped, failed or wrong); written as Markdown and HTML.
 use super::plots::{self, Series};
 use super::schema::{Row, Run, Status};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
 pub struct Labeled {
@@ -241,6 +241,7 @@ fn build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {
         ),
     );
     let all: Vec<Stats> = runs.iter().map(|l| stats(&l.run)).collect();
+    doc.extend(best_per_size(runs, &all));
     let mut impls: Vec<(String, String, String)> =
         all.iter().flat_map(|s| s.keys().map(|k| (k.0.clone(), k.1.clone(), k.2.clone()))).collect();
     // Out-of-place before in-place within an impl.
@@ -305,6 +306,62 @@ fn build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {
         run.rows.iter().map(|r| (format!("{} ({}, {})", r.impl_name, r.dtype, r.placement), r)).collect()
     }));
     Ok(doc)
+}
+
+/// The impl `auto` stands for: it runs one of the others per size.
+const AUTO: &str = "auto";
+
+/// Per (dtype, placement): the fastest impl at each size in every run, its busbw, and `auto`'s
+/// time over the best's where auto ran, so a crossover auto takes at the wrong size shows (the
+/// crossovers are measured, and a new machine can move them).
+fn best_per_size(runs: &[Labeled], all: &[Stats]) -> Vec<Block> {
+    let groups: BTreeSet<(&String, &String)> = all.iter().flat_map(|s| s.keys().map(|k| (&k.1, &k.2))).collect();
+    let has_auto = all.iter().any(|s| s.keys().any(|k| k.0 == AUTO));
+    let mut doc = vec![];
+    for (dtype, placement) in groups {
+        let at = |s: &Stats, z: u64| -> Vec<(String, f64, Option<f64>)> {
+            s.iter()
+                .filter(|(k, _)| (&k.1, &k.2, k.3) == (dtype, placement, z))
+                .map(|(k, v)| (k.0.clone(), v.0, v.1))
+                .collect()
+        };
+        // Size 0 moves nothing: no impl is best there.
+        let sizes: BTreeSet<u64> = all
+            .iter()
+            .flat_map(|s| s.keys().filter(|k| (&k.1, &k.2) == (dtype, placement) && k.3 > 0).map(|k| k.3))
+            .collect();
+        let mut t = vec![vec!["size (B)".to_string()]];
+        for l in runs {
+            t[0].extend([format!("{} best", l.label), format!("{} busbw", l.label)]);
+            if has_auto {
+                t[0].push(format!("{} {AUTO} ÷ best", l.label));
+            }
+        }
+        for z in sizes {
+            let mut row = vec![z.to_string()];
+            for s in all {
+                let here = at(s, z);
+                let best = here.iter().filter(|m| m.0 != AUTO).min_by(|a, b| a.1.total_cmp(&b.1));
+                row.push(best.map_or("-".into(), |b| b.0.clone()));
+                row.push(best.and_then(|b| b.2).map_or("-".into(), num));
+                if has_auto {
+                    let auto = here.iter().find(|m| m.0 == AUTO);
+                    row.push(match (auto, best) {
+                        (Some(a), Some(b)) if b.1 > 0.0 => format!("{:.2}", a.1 / b.1),
+                        _ => "-".into(),
+                    });
+                }
+            }
+            t.push(row);
+        }
+        doc.push(Block::Heading(format!("Best impl per size ({dtype}, {placement})")));
+        doc.push(Block::Text(format!(
+            "The fastest impl at each size{}.",
+            if has_auto { format!(", `{AUTO}` left out (it runs one of them); `{AUTO} ÷ best` is its time over the best's: above 1 where it picks another impl, or by noise") } else { String::new() }
+        )));
+        doc.push(Block::Table(t));
+    }
+    doc
 }
 
 /// Where an EP row belongs: one report section per (impl, mode, dispatch dtype, layer shape).

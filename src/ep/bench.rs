@@ -398,6 +398,7 @@ impl<'a> Phases<'a> {
     pub fn check_once(&self, checks: &Checks, seed: u32, graph: bool) -> Result<(u64, u64)> {
         let (c, gpu, inp) = (self.c, self.c.gpu, &self.inp);
         let (mut bad, mut badc) = (0, 0);
+        let run = checks.brk != Break::NoOp;
         for seed in [seed, Seeds::second(seed)] {
             let routing = self.spec.for_check(seed).every_rank(inp.args.tokens as usize, c.shape.experts, c.shape.topk);
             let layout = self.layout_of(&routing);
@@ -406,7 +407,6 @@ impl<'a> Phases<'a> {
             if self.quantize == Quantize::Before {
                 inp.quantize(gpu, self.all_sms)?;
             }
-            let run = checks.brk != Break::NoOp;
             if run {
                 harness::run_once(gpu, graph, &mut || self.dispatch())?;
             }

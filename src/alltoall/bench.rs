@@ -106,10 +106,7 @@ fn run_rank(cfg: &Config, ctx: &RankCtx, out: &mut Output) -> Result<()> {
         gin_request: cfg.gin,
     };
     let mut checker = Checker::new(r.gpu, cfg.dtype.size())?;
-    // Timed data is a real pattern, never zeros.
-    let timed = Key { seed: 0, rank: rank as u32, base: 0, block: Key::NO_PEER };
-    checker.fill(r.gpu, r.send.ptr, bytes / cfg.dtype.size(), timed)?;
-    checker.fill(r.gpu, r.recv.ptr, bytes / cfg.dtype.size(), timed)?;
+    checker.fill_timed(r.gpu, &[r.send.ptr, r.recv.ptr], bytes / cfg.dtype.size(), rank as u32)?;
     r.gpu.stream.synchronize()?;
     watchdog::beat();
     let result = (0..cfg.common.cycles).try_for_each(|cycle| {

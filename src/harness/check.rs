@@ -133,6 +133,13 @@ impl Checker {
         Ok(())
     }
 
+    /// The timed runs' data in `bufs` (`count` elements each): rank `rank`'s pattern for seed 0,
+    /// a real pattern and never zeros.
+    pub fn fill_timed(&self, gpu: &Gpu, bufs: &[u64], count: u64, rank: u32) -> Result<()> {
+        let timed = Key { seed: 0, rank, base: 0, block: Key::NO_PEER };
+        bufs.iter().try_for_each(|&b| self.fill(gpu, b, count, timed))
+    }
+
     /// Poison the `nranks` receive blocks of `key` so any element left unwritten is wrong.
     pub fn poison(&self, gpu: &Gpu, buf: u64, nranks: u32, key: Key) -> Result<()> {
         let mut b = gpu.stream.launch_builder(&self.poison);

@@ -16,7 +16,7 @@ use crate::ep::metrics::{Mode, Phase};
 use crate::ep::routing::{Generator, RoutingSpec};
 use crate::error::{Error, Result};
 use crate::gin_transport;
-use crate::harness::check::{Checker, Key};
+use crate::harness::check::Checker;
 use crate::harness::{self, sizes, stats, watchdog, LoopParams};
 use crate::nccl::{DevMem, Registration};
 use crate::report::table;
@@ -446,9 +446,7 @@ impl Runner<'_> {
             gin_request: self.cfg.fg_gin(),
         };
         let checker = std::cell::RefCell::new(Checker::new(fg.gpu, elt)?);
-        let timed = Key { seed: 0, rank: fg.boot.rank() as u32, base: 0, block: Key::NO_PEER };
-        checker.borrow().fill(fg.gpu, r.send.ptr, bytes / elt, timed)?;
-        checker.borrow().fill(fg.gpu, r.recv.ptr, bytes / elt, timed)?;
+        checker.borrow().fill_timed(fg.gpu, &[r.send.ptr, r.recv.ptr], bytes / elt, fg.boot.rank() as u32)?;
         fg.gpu.stream.synchronize()?;
         let result = (|| -> Result<()> {
             for info in impls {

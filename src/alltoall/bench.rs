@@ -269,18 +269,23 @@ impl<'a> Step<'a> {
         Ok(())
     }
 
-    /// One checked run with `seed`, run as a timed iteration runs (captured in a CUDA graph
-    /// with `graph`): the `-m` group's operations at the last rotating offsets the timed ones use
-    /// (at offset 0 an impl that dropped the offset would pass), each its own part of the
-    /// pattern. Counted wrong: received elements that differ from what the peers sent, send
-    /// elements an out-of-place operation changed, and changed elements of the guards: up to
-    /// [`GUARD`] bytes before the group's receive span and after it, and the gaps between its
-    /// operations (the rotation's alignment). Returns after the GPU finished.
+    /// One checked run with `seed`, run as timed iterations run (captured in a CUDA graph with
+    /// `graph`): two iterations back to back, each the `-m` group of operations, with no host
+    /// sync between them, so the second's start races the first's tail as in the timed loop
+    /// (one iteration where the rotation holds fewer than two groups). Every operation sits at
+    /// one of the last rotating offsets the timed ones use (at offset 0 an impl that dropped
+    /// the offset would pass) and carries its own part of the pattern. Counted wrong: received
+    /// elements that differ from what the peers sent, send elements an out-of-place operation
+    /// changed, and changed elements of the guards: up to [`GUARD`] bytes before the receive
+    /// span and after it, and the gaps between its operations (the rotation's alignment).
+    /// Returns after the GPU finished.
     pub fn check_once(&self, checker: &mut Checker, seed: u32, graph: bool) -> Result<u64> {
         let (r, gpu) = (self.r, self.r.gpu);
         let (n, rank, elt) = (r.boot.size() as u64, r.boot.rank() as u32, r.dtype.size());
         // Distinct offsets only: a group larger than the slots would write one twice.
-        let ops = (self.agg as u64).min(self.slots);
+        let per_group = (self.agg as u64).min(self.slots);
+        let groups = if self.slots >= 2 * per_group { 2 } else { 1 };
+        let ops = groups * per_group;
         let at = |j: u64| (self.slots - ops + j) * self.stride;
         let elems = n * self.count;
         let key = |j: u64| Key { seed, rank, base: j * elems, block: self.count };
@@ -314,7 +319,9 @@ impl<'a> Step<'a> {
             checker.fill(gpu, r.recv.ptr + start, (stop - start) / elt, guard_key(start))?;
         }
         if checker.brk != Break::NoOp {
-            harness::run_once(gpu, graph, &mut || self.group(ops, at))?;
+            harness::run_once(gpu, graph, &mut || {
+                (0..groups).try_for_each(|g| self.group(per_group, |j| at(g * per_group + j)))
+            })?;
         }
         let mut wrong = 0;
         for j in 0..ops {

@@ -223,7 +223,7 @@ impl State<'_> {
         same_host: &[bool],
     ) -> Result<[Measured; 2]> {
         let (gpu, cfg, me) = (self.gpu, self.cfg, self.boot.rank());
-        let ph = Phases::prepare(c, imp, spec, &self.checks, tokens)?;
+        let mut ph = Phases::prepare(c, imp, spec, &self.checks, tokens)?;
         let params = LoopParams {
             iters: cfg.common.iters,
             warmup: cfg.common.warmup,
@@ -338,7 +338,7 @@ impl<'a> Phases<'a> {
             (Payload::Fp8, Mode::Ll) => Quantize::Timed,
             (Payload::Fp8, Mode::Ht) => Quantize::Before,
         };
-        let ph = Phases { c, imp, spec: spec.clone(), routing, inp, quantize, all_sms: gpu.sm_count()? };
+        let mut ph = Phases { c, imp, spec: spec.clone(), routing, inp, quantize, all_sms: gpu.sm_count()? };
         ph.establish(checks)?;
         Ok(ph)
     }
@@ -352,11 +352,13 @@ impl<'a> Phases<'a> {
         Layout { routing, local_experts: self.c.shape.local_experts(routing.len()) }
     }
 
-    /// The timed runs' routing and values (seed 0) in the inputs, one dispatch of them, and the
-    /// expert output the timed combines reduce. Returns after the GPU finished.
-    fn establish(&self, checks: &Checks) -> Result<()> {
+    /// The timed runs' routing, token count and values (seed 0) in the inputs, one dispatch of
+    /// them, and the expert output the timed combines reduce. Returns after the GPU finished.
+    fn establish(&mut self, checks: &Checks) -> Result<()> {
+        let me = self.c.boot.rank();
+        self.inp.args.tokens = self.routing[me].tokens as i32;
         let (c, gpu, inp) = (self.c, self.c.gpu, &self.inp);
-        inp.route(gpu, &self.routing[c.boot.rank()])?;
+        inp.route(gpu, &self.routing[me])?;
         inp.fill(gpu, 0)?;
         if self.quantize != Quantize::InDispatch {
             inp.quantize(gpu, self.all_sms)?;
@@ -389,33 +391,50 @@ impl<'a> Phases<'a> {
 
     /// One checked run: two rounds of a checked dispatch and combine (captured in a CUDA graph
     /// with `graph`), with new values for `seed` and [`Seeds::second`] and a routing of their
-    /// own (`RoutingSpec::for_check`), so neither a row nor any layout output left over from an
-    /// earlier run passes; then the timed routing back. Two rounds, because the device kernels
-    /// alternate between two halves of their buffers and signals from one launch to the next:
-    /// one round per check (each check also dispatches the timed routing again) checked the
-    /// same half of every kernel every time. Wrong (dispatch, combine) on this rank; returns
-    /// after the GPU finished.
-    pub fn check_once(&self, checks: &Checks, seed: u32, graph: bool) -> Result<(u64, u64)> {
-        let (c, gpu, inp) = (self.c, self.c.gpu, &self.inp);
+    /// own (`RoutingSpec::for_check`: uneven token counts across ranks), so neither a row nor
+    /// any layout output left over from an earlier run passes; then the timed routing back.
+    ///
+    /// As the timed loop runs them, each checked launch follows launches of the same kernel
+    /// with no host sync between (decoys: the same routing, other values; for a combine, the
+    /// expert output before this round's), so a launch's start races the last one's tail and
+    /// whatever it leaves over reads wrong. The device kernels alternate between two halves of
+    /// their buffers and signals from one launch to the next, so the first round takes one
+    /// decoy and the second two: the checked launches land on both halves. Wrong (dispatch,
+    /// combine) on this rank; returns after the GPU finished.
+    pub fn check_once(&mut self, checks: &Checks, seed: u32, graph: bool) -> Result<(u64, u64)> {
+        let (c, gpu, me) = (self.c, self.c.gpu, self.c.boot.rank());
         let (mut bad, mut badc) = (0, 0);
         let run = checks.brk != Break::NoOp;
-        for seed in [seed, Seeds::second(seed)] {
-            let routing = self.spec.for_check(seed).every_rank(inp.args.tokens as usize, c.shape.experts, c.shape.topk);
+        for (decoys, seed) in [(1, seed), (2, Seeds::second(seed))] {
+            let routing = self.spec.for_check(seed).every_rank(self.routing[me].tokens, c.shape.experts, c.shape.topk);
+            self.inp.args.tokens = routing[me].tokens as i32;
+            let inp = &self.inp;
             let layout = self.layout_of(&routing);
-            inp.route(gpu, &routing[c.boot.rank()])?;
-            inp.fill(gpu, seed)?;
-            if self.quantize == Quantize::Before {
-                inp.quantize(gpu, self.all_sms)?;
-            }
+            inp.route(gpu, &routing[me])?;
+            let values = |seed: u32| -> Result<()> {
+                inp.fill(gpu, seed)?;
+                if self.quantize == Quantize::Before {
+                    inp.quantize(gpu, self.all_sms)?;
+                }
+                Ok(())
+            };
             if run {
-                harness::run_once(gpu, graph, &mut || self.dispatch())?;
+                values(!seed)?;
+                harness::run_once(gpu, graph, &mut || {
+                    (0..decoys).try_for_each(|_| self.dispatch())?;
+                    values(seed)?;
+                    self.dispatch()
+                })?;
             }
             bad += self.imp.check_layout(c, inp, &layout)?;
             let rec = self.imp.received(c, inp, &layout)?;
             bad += checks.rows(gpu, &inp.args, &rec, seed)?;
-            checks.expert(gpu, &inp.args, &rec, seed)?;
             if run {
-                harness::run_once(gpu, graph, &mut || self.combine())?;
+                harness::run_once(gpu, graph, &mut || {
+                    (0..decoys).try_for_each(|_| self.combine())?;
+                    checks.expert(gpu, &inp.args, &rec, seed)?;
+                    self.combine()
+                })?;
             }
             badc += checks.combined(gpu, inp, seed)?;
         }

@@ -171,7 +171,7 @@ impl Config {
     }
 
     pub fn routing(&self, ranks: usize) -> RoutingSpec {
-        RoutingSpec { gen: self.gen.clone(), seed: self.seed, masked: self.masked, ranks, whole_token: false }
+        RoutingSpec { gen: self.gen.clone(), seed: self.seed, masked: self.masked, ranks, check: None }
     }
 }
 

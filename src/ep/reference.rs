@@ -253,6 +253,23 @@ mod tests {
     }
 
     #[test]
+    fn ranks_may_route_uneven_token_counts() {
+        // Rank 1's token 2 goes nowhere: without it (rank 1 routes 2 tokens, rank 0 three) every
+        // rank's reference is the same.
+        let even = tiny();
+        let mut uneven = tiny();
+        uneven[1] =
+            Routing { tokens: 2, topk: 2, idx: even[1].idx[..4].to_vec(), weight: even[1].weight[..4].to_vec() };
+        let (a, b) = (Layout { routing: &even, local_experts: 2 }, Layout { routing: &uneven, local_experts: 2 });
+        for me in 0..2 {
+            assert_eq!(a.expert_rows(me), b.expert_rows(me));
+            assert_eq!(a.host_rows(me), b.host_rows(me));
+            assert_eq!(a.ht_offsets(me), b.ht_offsets(me));
+            assert_eq!(a.traffic(me), b.traffic(me));
+        }
+    }
+
+    #[test]
     fn traffic_counts() {
         let rt = tiny();
         let l = Layout { routing: &rt, local_experts: 2 };

@@ -130,25 +130,43 @@ pub struct RoutingSpec {
     pub seed: u64,
     /// Selections set to -1 per rank (dropped, as DeepEP's tests do with 10).
     pub masked: usize,
-    /// The masks take one whole token first where `masked` >= top-k: a token that goes nowhere
-    /// (checked runs only; random masks almost never drop all of a token's selections).
-    pub whole_token: bool,
+    /// The seed of a checked run; None for the timed runs. A checked routing masks one whole
+    /// token first where `masked` >= top-k (random masks almost never drop all of a token's
+    /// selections: a token that goes nowhere) and routes an uneven token count per rank
+    /// ([`RoutingSpec::tokens_of`]).
+    pub check: Option<u32>,
     /// Ranks (experts are split evenly, rank r owns experts [r·L, (r+1)·L)).
     pub ranks: usize,
 }
 
 impl RoutingSpec {
     /// The routing of checked run `check_seed` (never 0): the same generator, mask count and
-    /// ranks, another seed, and a whole token masked where the masks cover one. A layout output
-    /// the checked dispatch failed to write (descriptors, counts, metadata) then still holds the
-    /// timed routing's and reads wrong.
+    /// ranks, another seed, a whole token masked where the masks cover one, and uneven token
+    /// counts. A layout output the checked dispatch failed to write (descriptors, counts,
+    /// metadata) then still holds the timed routing's and reads wrong.
     pub fn for_check(&self, check_seed: u32) -> RoutingSpec {
-        RoutingSpec { seed: self.seed.wrapping_add((check_seed as u64) << 32), whole_token: true, ..self.clone() }
+        RoutingSpec { seed: self.seed.wrapping_add((check_seed as u64) << 32), check: Some(check_seed), ..self.clone() }
     }
 
-    /// Every rank's routing for `tokens` tokens each, as any rank can rebuild it.
+    /// Every rank's routing, at most `tokens` tokens each ([`RoutingSpec::tokens_of`]), as any
+    /// rank can rebuild it.
     pub fn every_rank(&self, tokens: usize, experts: usize, topk: usize) -> Vec<Routing> {
-        (0..self.ranks).map(|r| self.generate(r, tokens, experts, topk)).collect()
+        (0..self.ranks).map(|r| self.generate(r, self.tokens_of(r, tokens), experts, topk)).collect()
+    }
+
+    /// The tokens rank `rank` routes where every rank's buffers hold `tokens`. The timed runs
+    /// route them all. A checked run routes fewer on all ranks but at most one, each rank a
+    /// different count (where `tokens` allows) down to a little over half, so a kernel that
+    /// sized a peer's rows by its own count reads wrong. Which rank routes them all turns with the check's seed (a check's
+    /// second round, [`Seeds::second`], takes the next turn), and one turn in n + 1 no rank
+    /// does, so a rank alone also routes fewer than its buffers hold in one of a check's rounds.
+    ///
+    /// [`Seeds::second`]: crate::harness::check::Seeds::second
+    pub fn tokens_of(&self, rank: usize, tokens: usize) -> usize {
+        let Some(seed) = self.check else { return tokens };
+        let turns = self.ranks + 1;
+        let turn = (seed & !(1 << 31)) as usize + (seed >> 31) as usize;
+        tokens - tokens * ((rank + turn) % turns) / (2 * turns)
     }
 
     /// Rank `rank`'s routing for `tokens` tokens.
@@ -201,7 +219,7 @@ impl RoutingSpec {
         let masked = self.masked.min(total);
         let mut at: Vec<usize> = (0..total).collect();
         let mut first = 0;
-        if self.whole_token && masked >= topk {
+        if self.check.is_some() && masked >= topk {
             let t = rng.below(tokens);
             for k in 0..topk {
                 at.swap(k, t * topk + k);
@@ -221,9 +239,10 @@ impl RoutingSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::harness::check::Seeds;
 
     fn spec(gen: Generator) -> RoutingSpec {
-        RoutingSpec { gen, seed: 1, masked: 0, ranks: 4, whole_token: false }
+        RoutingSpec { gen, seed: 1, masked: 0, ranks: 4, check: None }
     }
 
     #[test]
@@ -277,10 +296,39 @@ mod tests {
         }
         // Fewer masks than top-k: the masks are random ones, as without a whole token.
         let few = RoutingSpec { masked: 7, ..s.clone() }.for_check(1);
-        assert_eq!(
-            few.generate(2, 64, 256, 8),
-            RoutingSpec { whole_token: false, ..few.clone() }.generate(2, 64, 256, 8)
-        );
+        assert_eq!(few.generate(2, 64, 256, 8), RoutingSpec { check: None, ..few.clone() }.generate(2, 64, 256, 8));
+    }
+
+    #[test]
+    fn a_check_routes_uneven_token_counts() {
+        let s = spec(Generator::Uniform);
+        assert!((0..4).all(|r| s.tokens_of(r, 128) == 128), "the timed runs route every token");
+        for seed in [1, 2, 3, 4, 5, Seeds::second(7), (1 << 31) - 1] {
+            let c = s.for_check(seed);
+            let counts: Vec<usize> = (0..4).map(|r| c.tokens_of(r, 128)).collect();
+            assert!(counts.iter().all(|&t| t > 64 && t <= 128), "check {seed}: {counts:?}");
+            assert!(counts.iter().filter(|&&t| t == 128).count() <= 1, "check {seed}: {counts:?}");
+            let mut distinct = counts.clone();
+            distinct.sort();
+            distinct.dedup();
+            assert_eq!(distinct.len(), 4, "check {seed}: {counts:?}");
+            let routing = c.every_rank(128, 256, 8);
+            assert_eq!(routing.iter().map(|r| r.tokens).collect::<Vec<_>>(), counts);
+            assert!(routing.iter().all(|r| r.idx.len() == r.tokens * 8 && r.weight.len() == r.tokens * 8));
+        }
+        // Every rank routes all its tokens in some check, and fewer in others.
+        for r in 0..4 {
+            let full = (1..=5).filter(|&seed| s.for_check(seed).tokens_of(r, 128) == 128).count();
+            assert_eq!(full, 1, "rank {r}");
+        }
+        // One token stays one token.
+        assert!((0..4).all(|r| s.for_check(3).tokens_of(r, 1) == 1));
+        // A rank alone routes fewer than its buffers hold in one round of every check.
+        let one = RoutingSpec { ranks: 1, ..s.clone() };
+        for seed in [1, 2, 1000] {
+            let rounds = [seed, Seeds::second(seed)].map(|sd| one.for_check(sd).tokens_of(0, 64));
+            assert!(rounds.contains(&64) && rounds.iter().any(|&t| t < 64), "check {seed}: {rounds:?}");
+        }
     }
 
     #[test]

@@ -514,7 +514,7 @@ impl Runner<'_> {
         let n = fg.boot.size();
         shape.validate(n)?;
         let checks = Checks::new(fg.gpu)?;
-        let spec = RoutingSpec { gen: Generator::Uniform, seed: *seed, masked: 0, ranks: n, whole_token: false };
+        let spec = RoutingSpec { gen: Generator::Uniform, seed: *seed, masked: 0, ranks: n, check: None };
         for &mode in modes {
             let tokens = tokens.clone().unwrap_or_else(|| vec![if mode == Mode::Ll { 128 } else { 4096 }]);
             let max_tokens = *tokens.iter().max().unwrap();
@@ -559,18 +559,27 @@ impl Runner<'_> {
                             }
                             Ok(imp) => imp.as_ref(),
                         };
-                        let ph = Phases::prepare(&c, imp, &spec, &checks, t)?;
+                        // A check changes the inputs (routing, token count) and restores them.
+                        let ph = std::cell::RefCell::new(Phases::prepare(&c, imp, &spec, &checks, t)?);
                         // Bytes this rank sends in the phase, averaged over every rank (as ep_perf's size_bytes).
-                        let sent: u64 = imp.bytes_to(&c, phase, &ph.layout().traffic(fg.boot.rank())).iter().sum();
+                        let traffic = ph.borrow().layout().traffic(fg.boot.rank());
+                        let sent: u64 = imp.bytes_to(&c, phase, &traffic).iter().sum();
                         let mean_sent = self.world.allgather_f64(&[sent as f64]).iter().map(|x| x[0]).sum::<f64>()
                             / self.world.size() as f64;
-                        let op = |_: u32| if phase == Phase::Dispatch { ph.dispatch() } else { ph.combine() };
+                        let op = |_: u32| {
+                            let ph = ph.borrow();
+                            if phase == Phase::Dispatch {
+                                ph.dispatch()
+                            } else {
+                                ph.combine()
+                            }
+                        };
                         let check = |s: u32| {
-                            let (d, cm) = ph.check_once(&checks, s, false)?;
+                            let (d, cm) = ph.borrow_mut().check_once(&checks, s, false)?;
                             Ok(if phase == Phase::Dispatch { d } else { cm })
                         };
                         let point = Point {
-                            label: ph.label(phase),
+                            label: ph.borrow().label(phase),
                             base: Row { size_bytes: mean_sent.round() as u64, ..base },
                             op: &op,
                             check: &check,

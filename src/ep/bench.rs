@@ -303,6 +303,8 @@ pub struct Phases<'a> {
     /// Every rank's routing of the timed runs.
     routing: Vec<Routing>,
     pub inp: Inputs,
+    /// A check's decoy dispatches read these (`check_once`).
+    decoy: Inputs,
     quantize: Quantize,
     all_sms: u32,
 }
@@ -338,7 +340,8 @@ impl<'a> Phases<'a> {
             (Payload::Fp8, Mode::Ll) => Quantize::Timed,
             (Payload::Fp8, Mode::Ht) => Quantize::Before,
         };
-        let mut ph = Phases { c, imp, spec: spec.clone(), routing, inp, quantize, all_sms: gpu.sm_count()? };
+        let decoy = Inputs::new(gpu, inp.args)?;
+        let mut ph = Phases { c, imp, spec: spec.clone(), routing, inp, decoy, quantize, all_sms: gpu.sm_count()? };
         ph.establish(checks)?;
         Ok(ph)
     }
@@ -378,10 +381,23 @@ impl<'a> Phases<'a> {
 
     /// The timed dispatch (with LL FP8, its quantization).
     pub fn dispatch(&self) -> Result<()> {
+        self.dispatch_of(&self.inp)
+    }
+
+    fn dispatch_of(&self, inp: &Inputs) -> Result<()> {
         if self.quantize == Quantize::Timed {
-            self.inp.quantize(self.c.gpu, self.c.ctas)?;
+            inp.quantize(self.c.gpu, self.c.ctas)?;
         }
-        self.imp.dispatch(self.c, &self.inp)
+        self.imp.dispatch(self.c, inp)
+    }
+
+    /// Values for `seed` in `inp`, and where HT takes FP8 input, their quantization.
+    fn values(&self, inp: &Inputs, seed: u32) -> Result<()> {
+        inp.fill(self.c.gpu, seed)?;
+        if self.quantize == Quantize::Before {
+            inp.quantize(self.c.gpu, self.all_sms)?;
+        }
+        Ok(())
     }
 
     /// The timed combine, of the layout of the last dispatch.
@@ -394,36 +410,36 @@ impl<'a> Phases<'a> {
     /// own (`RoutingSpec::for_check`: uneven token counts across ranks), so neither a row nor
     /// any layout output left over from an earlier run passes; then the timed routing back.
     ///
-    /// As the timed loop runs them, each checked launch follows launches of the same kernel
-    /// with no host sync between (decoys: the same routing, other values; for a combine, the
-    /// expert output before this round's), so a launch's start races the last one's tail and
-    /// whatever it leaves over reads wrong. The device kernels alternate between two halves of
-    /// their buffers and signals from one launch to the next, so the first round takes one
-    /// decoy and the second two: the checked launches land on both halves. Wrong (dispatch,
-    /// combine) on this rank; returns after the GPU finished.
+    /// Each checked launch follows decoy launches of the same kernel with no host sync between,
+    /// as the timed loop runs them, so its start races the last one's tail on the other ranks.
+    /// Decoy dispatches read inputs of their own, another routing of the same token counts
+    /// with other values (`RoutingSpec::for_decoy`), so the checked dispatch follows them with
+    /// nothing between, and a row or layout output only a decoy wrote reads wrong. Decoy
+    /// combines reduce the previous expert output; the expert pass between them and the
+    /// checked combine changes what it must read. The device kernels alternate between two
+    /// halves of their buffers and signals from one launch to the next, so the first round
+    /// takes one decoy and the second two: the checked launches land on both halves. Wrong
+    /// (dispatch, combine) on this rank; returns after the GPU finished.
     pub fn check_once(&mut self, checks: &Checks, seed: u32, graph: bool) -> Result<(u64, u64)> {
         let (c, gpu, me) = (self.c, self.c.gpu, self.c.boot.rank());
         let (mut bad, mut badc) = (0, 0);
         let run = checks.brk != Break::NoOp;
         for (decoys, seed) in [(1, seed), (2, Seeds::second(seed))] {
-            let routing = self.spec.for_check(seed).every_rank(self.routing[me].tokens, c.shape.experts, c.shape.topk);
-            self.inp.args.tokens = routing[me].tokens as i32;
-            let inp = &self.inp;
+            let spec = self.spec.for_check(seed);
+            let routing = spec.every_rank(self.routing[me].tokens, c.shape.experts, c.shape.topk);
+            let tokens = routing[me].tokens;
+            self.inp.args.tokens = tokens as i32;
+            self.decoy.args.tokens = tokens as i32;
+            let (inp, decoy) = (&self.inp, &self.decoy);
             let layout = self.layout_of(&routing);
             inp.route(gpu, &routing[me])?;
-            let values = |seed: u32| -> Result<()> {
-                inp.fill(gpu, seed)?;
-                if self.quantize == Quantize::Before {
-                    inp.quantize(gpu, self.all_sms)?;
-                }
-                Ok(())
-            };
+            self.values(inp, seed)?;
             if run {
-                values(!seed)?;
+                decoy.route(gpu, &spec.for_decoy().generate(me, tokens, c.shape.experts, c.shape.topk))?;
+                self.values(decoy, !seed)?;
                 harness::run_once(gpu, graph, &mut || {
-                    (0..decoys).try_for_each(|_| self.dispatch())?;
-                    values(seed)?;
-                    self.dispatch()
+                    (0..decoys).try_for_each(|_| self.dispatch_of(decoy))?;
+                    self.dispatch_of(inp)
                 })?;
             }
             bad += self.imp.check_layout(c, inp, &layout)?;

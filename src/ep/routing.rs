@@ -143,9 +143,16 @@ impl RoutingSpec {
     /// The routing of checked run `check_seed` (never 0): the same generator, mask count and
     /// ranks, another seed, a whole token masked where the masks cover one, and uneven token
     /// counts. A layout output the checked dispatch failed to write (descriptors, counts,
-    /// metadata) then still holds the timed routing's and reads wrong.
+    /// metadata) then still holds another routing's (a decoy's, or the timed runs') and reads
+    /// wrong.
     pub fn for_check(&self, check_seed: u32) -> RoutingSpec {
         RoutingSpec { seed: self.seed.wrapping_add((check_seed as u64) << 32), check: Some(check_seed), ..self.clone() }
+    }
+
+    /// The routing of a checked run's decoy launches: another seed, the same token counts, so
+    /// the layout outputs (counts, offsets, descriptors) differ from the checked routing's.
+    pub fn for_decoy(&self) -> RoutingSpec {
+        RoutingSpec { seed: !self.seed, ..self.clone() }
     }
 
     /// Every rank's routing, at most `tokens` tokens each ([`RoutingSpec::tokens_of`]), as any
@@ -320,6 +327,12 @@ mod tests {
         for r in 0..4 {
             let full = (1..=5).filter(|&seed| s.for_check(seed).tokens_of(r, 128) == 128).count();
             assert_eq!(full, 1, "rank {r}");
+        }
+        // Decoys route as many tokens, differently.
+        let (c, d) = (s.for_check(3), s.for_check(3).for_decoy());
+        for r in 0..4 {
+            assert_eq!(d.tokens_of(r, 128), c.tokens_of(r, 128));
+            assert_ne!(d.generate(r, 100, 256, 8).idx, c.generate(r, 100, 256, 8).idx);
         }
         // One token stays one token.
         assert!((0..4).all(|r| s.for_check(3).tokens_of(r, 1) == 1));

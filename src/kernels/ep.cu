@@ -424,6 +424,8 @@ __device__ void ready_wait(const EpArgs& a, ncclWindow_t ctrl, size_t ready_off,
 // warps read each token's rows over NVLink and reduce them with the top-k weights (fp32 -> BF16).
 // No closing exchange: a rank rewrites y only in the expert pass after its next dispatch, which
 // cannot finish before every rank has finished this combine (it waits for their next counts).
+// (A check's expert pass right after its decoy combines breaks this on purpose: only the decoys'
+// outputs, which nothing checks, can read the new y.)
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_ep_ll_combine(EpArgs a, ncclWindow_t ywin, ncclWindow_t ctrl, size_t ranges_off, size_t ready_off,
                      const int* sel_slot, const int* idx, const float* w, __nv_bfloat16* out, uint32_t* state,
@@ -516,7 +518,8 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 // rank's experts) straight from the ranks it went to and sum them (fp32 -> BF16). Reading in
 // place saves the send phase and a write and re-read of every row. No closing exchange: a rank
 // rewrites y only in the expert pass after its next dispatch, which cannot finish before every
-// rank has finished this combine (its last CTA waits for every rank's next flags).
+// rank has finished this combine (its last CTA waits for every rank's next flags). (A check's
+// expert pass right after its decoy combines breaks this on purpose, as in the LL combine.)
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_ep_ht_combine(EpArgs a, ncclWindow_t ywin, const int* offs, const int* tok_local, const int* chunk_base,
                      ncclWindow_t ctrl, size_t ready_off, const int* idx, __nv_bfloat16* out,

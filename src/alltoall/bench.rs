@@ -271,14 +271,16 @@ impl<'a> Step<'a> {
 
     /// One checked run with `seed`, run as timed iterations run (captured in a CUDA graph with
     /// `graph`): two iterations back to back, each the `-m` group of operations, with no host
-    /// sync between them, so the second's start races the first's tail as in the timed loop
-    /// (one iteration where the rotation holds fewer than two groups). Every operation sits at
-    /// one of the last rotating offsets the timed ones use (at offset 0 an impl that dropped
-    /// the offset would pass) and carries its own part of the pattern. Counted wrong: received
-    /// elements that differ from what the peers sent, send elements an out-of-place operation
-    /// changed, and changed elements of the guards: up to [`GUARD`] bytes before the receive
-    /// span and after it, and the gaps between its operations (the rotation's alignment).
-    /// Returns after the GPU finished.
+    /// sync between them, so the second's start races the first's tail as in the timed loop.
+    /// Where the rotation holds fewer than two groups the timed iterations repeat offsets, so a
+    /// decoy iteration (other values) runs at the checked group's offsets first, then the fill
+    /// of the checked values and the checked iteration, still with no host sync. Every
+    /// operation sits at one of the last rotating offsets the timed ones use (at offset 0 an
+    /// impl that dropped the offset would pass) and carries its own part of the pattern.
+    /// Counted wrong: received elements that differ from what the peers sent, send elements an
+    /// out-of-place operation changed, and changed elements of the guards: up to [`GUARD`]
+    /// bytes before the receive span and after it, and the gaps between its operations (the
+    /// rotation's alignment). Returns after the GPU finished.
     pub fn check_once(&self, checker: &mut Checker, seed: u32, graph: bool) -> Result<u64> {
         let (r, gpu) = (self.r, self.r.gpu);
         let (n, rank, elt) = (r.boot.size() as u64, r.boot.rank() as u32, r.dtype.size());
@@ -289,9 +291,11 @@ impl<'a> Step<'a> {
         let at = |j: u64| (self.slots - ops + j) * self.stride;
         let elems = n * self.count;
         let key = |j: u64| Key { seed, rank, base: j * elems, block: self.count };
+        let decoy = groups == 1 && checker.brk != Break::NoOp;
+        let decoy_key = |j: u64| Key { seed: !seed, ..key(j) };
         let (send, recv) = self.buffers();
         for j in 0..ops {
-            checker.fill(gpu, send + at(j), elems, key(j))?;
+            checker.fill(gpu, send + at(j), elems, if decoy { decoy_key(j) } else { key(j) })?;
             if !self.inplace {
                 // In place the buffer holds the input, which differs from every peer's block
                 // (check.cu's pattern), so every block but our own must still change.
@@ -319,7 +323,12 @@ impl<'a> Step<'a> {
             checker.fill(gpu, r.recv.ptr + start, (stop - start) / elt, guard_key(start))?;
         }
         if checker.brk != Break::NoOp {
+            let checker = &*checker;
             harness::run_once(gpu, graph, &mut || {
+                if decoy {
+                    self.group(per_group, at)?;
+                    (0..ops).try_for_each(|j| checker.fill(gpu, send + at(j), elems, key(j)))?;
+                }
                 (0..groups).try_for_each(|g| self.group(per_group, |j| at(g * per_group + j)))
             })?;
         }

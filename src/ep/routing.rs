@@ -164,9 +164,10 @@ impl RoutingSpec {
     /// The tokens rank `rank` routes where every rank's buffers hold `tokens`. The timed runs
     /// route them all. A checked run routes fewer on all ranks but at most one, each rank a
     /// different count (where `tokens` allows) down to a little over half, so a kernel that
-    /// sized a peer's rows by its own count reads wrong. Which rank routes them all turns with the check's seed (a check's
-    /// second round, [`Seeds::second`], takes the next turn), and one turn in n + 1 no rank
-    /// does, so a rank alone also routes fewer than its buffers hold in one of a check's rounds.
+    /// sized a peer's rows by its own count reads wrong. Which rank routes them all turns with
+    /// the check's seed (a check's second round, [`Seeds::second`], takes the next turn), and
+    /// one turn in n + 1 no rank does, so a rank alone also routes fewer than its buffers hold
+    /// in one of a check's rounds.
     ///
     /// [`Seeds::second`]: crate::harness::check::Seeds::second
     pub fn tokens_of(&self, rank: usize, tokens: usize) -> usize {

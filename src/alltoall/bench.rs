@@ -307,7 +307,8 @@ impl<'a> Step<'a> {
         let end = |j: u64| {
             let end = at(j) + elems * elt;
             // (In place, the overlapping guard also replaces this rank's last input element, so
-            // its peers read it wrong too: the control fails either way.)
+            // its peers read it wrong too, unless the decoy path's fill of the checked values
+            // restores it: the control fails on the guard either way.)
             if checker.brk == Break::GuardOverlap {
                 end.saturating_sub(elt)
             } else {

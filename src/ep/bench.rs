@@ -303,8 +303,9 @@ pub struct Phases<'a> {
     /// Every rank's routing of the timed runs.
     routing: Vec<Routing>,
     pub inp: Inputs,
-    /// A check's decoy dispatches read these (`check_once`).
-    decoy: Inputs,
+    /// A check's decoy dispatches read these (`check_once`), made by the first check that runs
+    /// them, so runs without checks (`-c 0`) neither allocate nor fill them.
+    decoy: Option<Inputs>,
     quantize: Quantize,
     all_sms: u32,
 }
@@ -340,8 +341,8 @@ impl<'a> Phases<'a> {
             (Payload::Fp8, Mode::Ll) => Quantize::Timed,
             (Payload::Fp8, Mode::Ht) => Quantize::Before,
         };
-        let decoy = Inputs::new(gpu, inp.args)?;
-        let mut ph = Phases { c, imp, spec: spec.clone(), routing, inp, decoy, quantize, all_sms: gpu.sm_count()? };
+        let mut ph =
+            Phases { c, imp, spec: spec.clone(), routing, inp, decoy: None, quantize, all_sms: gpu.sm_count()? };
         ph.establish(checks)?;
         Ok(ph)
     }
@@ -424,17 +425,22 @@ impl<'a> Phases<'a> {
         let (c, gpu, me) = (self.c, self.c.gpu, self.c.boot.rank());
         let (mut bad, mut badc) = (0, 0);
         let run = checks.brk != Break::NoOp;
+        if run && self.decoy.is_none() {
+            self.decoy = Some(Inputs::new(gpu, self.inp.args)?);
+        }
         for (decoys, seed) in [(1, seed), (2, Seeds::second(seed))] {
             let spec = self.spec.for_check(seed);
             let routing = spec.every_rank(self.routing[me].tokens, c.shape.experts, c.shape.topk);
             let tokens = routing[me].tokens;
-            self.inp.args.tokens = tokens as i32;
-            self.decoy.args.tokens = tokens as i32;
-            let (inp, decoy) = (&self.inp, &self.decoy);
+            for inp in std::iter::once(&mut self.inp).chain(&mut self.decoy) {
+                inp.args.tokens = tokens as i32;
+            }
+            let inp = &self.inp;
             let layout = self.layout_of(&routing);
             inp.route(gpu, &routing[me])?;
             self.values(inp, seed)?;
-            if run {
+            // Made above where the checked operations run: none under no-op.
+            if let Some(decoy) = &self.decoy {
                 decoy.route(gpu, &spec.for_decoy().generate(me, tokens, c.shape.experts, c.shape.topk))?;
                 self.values(decoy, !seed)?;
                 harness::run_once(gpu, graph, &mut || {

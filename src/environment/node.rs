@@ -72,19 +72,28 @@ fn probe_node(n: usize) -> Result<(Vec<GpuInfo>, Gin)> {
     let handles: Vec<_> = bootstrap::threads::group(n)
         .into_iter()
         .map(|b| {
-            std::thread::spawn(move || -> Result<(GpuInfo, Gin)> {
-                let gpu = Gpu::open(b.rank())?;
+            // Ok(None): another GPU did not open, and its thread reports why.
+            std::thread::spawn(move || -> Result<Option<(GpuInfo, Gin)>> {
+                let gpu = Gpu::open(b.rank());
+                // Every thread learns whether every GPU opened before any enters NCCL, where the
+                // others would wait for the missing one forever.
+                let opened = b.allgather(&[gpu.is_ok() as u8]);
+                let gpu = gpu?;
+                if opened.iter().any(|o| o[0] == 0) {
+                    return Ok(None);
+                }
                 let gin = nccl::probe_gin(&b)?;
-                Ok((gpu.describe(b.rank(), &bootstrap::hostname()), gin))
+                Ok(Some((gpu.describe(b.rank(), &bootstrap::hostname()), gin)))
             })
         })
         .collect();
     let mut gpus = vec![];
     let mut gin = None;
     for h in handles {
-        let (g, gi) = h.join().map_err(|_| crate::error::Error::internal("probe thread panicked"))??;
-        gpus.push(g);
-        gin.get_or_insert(gi);
+        if let Some((g, gi)) = h.join().map_err(|_| crate::error::Error::internal("probe thread panicked"))?? {
+            gpus.push(g);
+            gin.get_or_insert(gi);
+        }
     }
     Ok((gpus, gin.unwrap_or_default()))
 }

@@ -140,13 +140,24 @@ fn a_candidate_that_skipped_the_check_or_changed_settings_does_not_pass() {
     let o = compare::compare(&b, &unchecked, 0.05).unwrap();
     assert_eq!((o.passed, verdict(&o, "nvl")), (false, Verdict::Unchecked));
     // Settings that change what a time means, or another layout of ranks: refused.
-    for (field, value) in [("cudagraph", 1), ("average", 2), ("report_cputime", 1), ("agg_iters", 10)] {
+    for (field, value) in
+        [("cudagraph", 1), ("average", 2), ("report_cputime", 1), ("agg_iters", 10), ("local_register", 2)]
+    {
         let (mut x, mut y) = (b.clone(), b.clone());
         x.config = serde_json::json!({ field: 0 });
         y.config = serde_json::json!({ field: value });
         let e = compare::compare(&x, &y, 0.05).unwrap_err();
         assert!(e.contains(&format!("{field}: 0 -> {value}")), "{e}");
     }
+    // The GIN resources asked are a setting; what NCCL granted may change with its version.
+    let gin = |asked: u32, granted: u32| {
+        let mut r = b.clone();
+        r.config = serde_json::json!({"gin": {"contexts": asked, "granted": {"gin": granted}}});
+        r
+    };
+    let e = compare::compare(&gin(2, 2), &gin(4, 4), 0.05).unwrap_err();
+    assert!(e.contains("gin.contexts: 2 -> 4"), "{e}");
+    assert!(compare::compare(&gin(2, 2), &gin(2, 1), 0.05).unwrap().passed);
     let mut wider = b.clone();
     wider.env.ranks = 8;
     assert!(compare::compare(&b, &wider, 0.05).unwrap_err().contains("ranks / hosts: 4 / 0 -> 8 / 0"));

@@ -323,9 +323,11 @@ fn per_cycle(rows: &[&Row]) -> BTreeMap<u32, usize> {
 }
 
 /// Settings that change what a row's time means without changing its key, as JSON pointers into
-/// `config`: a gate across them would compare different things. (Iteration counts only change the
-/// precision.) interference_perf keeps its foreground's settings under `foreground`.
-const SAME_SETTINGS: [&str; 23] = [
+/// `config`: a gate across them would compare different things, and a report says where runs
+/// differ in them. (Iteration counts only change the precision.) A pointer a benchmark does not
+/// have reads the same in both runs. interference_perf keeps its foreground's settings under
+/// `foreground`.
+pub const SAME_SETTINGS: [&str; 27] = [
     "/agg_iters",
     "/average",
     "/blocking",
@@ -333,6 +335,12 @@ const SAME_SETTINGS: [&str; 23] = [
     "/report_cputime",
     "/device_cta_count",
     "/emulate_nodes",
+    // -R: how NCCL moves `host`'s data, or whether the device impls run at all
+    "/local_register",
+    // the GIN resources asked of the device communicators (what NCCL granted may change with
+    // its version, which a gate across an upgrade must allow)
+    "/gin/contexts",
+    "/gin/type",
     "/routing",
     "/masked",
     "/seed",
@@ -345,6 +353,7 @@ const SAME_SETTINGS: [&str; 23] = [
     "/ep",
     "/dp",
     "/comms",
+    "/foreground/local_register",
     "/foreground/routing",
     "/foreground/seed",
     "/foreground/hidden",
@@ -366,16 +375,16 @@ fn incomparable(a: &Run, b: &Run) -> Option<String> {
             b.env.hosts.len()
         ));
     }
-    d.extend(setting_differences(a, b, &SAME_SETTINGS));
+    d.extend(setting_differences(a, b, SAME_SETTINGS));
     (!d.is_empty()).then(|| d.join("; "))
 }
 
 /// The `config` settings among `pointers` (JSON pointers) in which two runs differ, as
 /// "name: a -> b" (`/foreground/seed` is named `foreground.seed`).
-pub fn setting_differences(a: &Run, b: &Run, pointers: &[&str]) -> Vec<String> {
+pub fn setting_differences<'p>(a: &Run, b: &Run, pointers: impl IntoIterator<Item = &'p str>) -> Vec<String> {
     let show = |v: Option<&serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
     pointers
-        .iter()
+        .into_iter()
         .filter_map(|p| {
             let (x, y) = (a.config.pointer(p), b.config.pointer(p));
             (x != y).then(|| format!("{}: {} -> {}", p[1..].replace('/', "."), show(x), show(y)))

@@ -194,7 +194,7 @@ fn preamble(runs: &[Labeled], intro: String) -> Vec<Block> {
     }
     for l in runs.iter().skip(1) {
         let mut d = super::compare::env_differences(&runs[0].run, &l.run);
-        d.extend(super::compare::setting_differences(&runs[0].run, &l.run, shown_settings(&runs[0].run.benchmark)));
+        d.extend(super::compare::setting_differences(&runs[0].run, &l.run, shown_settings()));
         if !d.is_empty() {
             doc.push(Block::Text(format!("{} differs from {}: {}.", l.label, runs[0].label, d.join("; "))));
         }
@@ -202,32 +202,10 @@ fn preamble(runs: &[Labeled], intro: String) -> Vec<Block> {
     doc
 }
 
-/// Settings of a run that change what its numbers mean, per benchmark (JSON pointers into
-/// `config`).
-fn shown_settings(benchmark: &str) -> &'static [&'static str] {
-    match benchmark {
-        "ep" => &["/preset", "/routing", "/masked", "/cudagraph", "/device_cta_count", "/emulate_nodes", "/iters"],
-        "interference" => &[
-            "/foreground/preset",
-            "/foreground/routing",
-            "/foreground/dispatch_dtype",
-            "/layout",
-            "/comms",
-            "/device_cta_count",
-            "/emulate_nodes",
-            "/iters",
-        ],
-        _ => &[
-            "/cudagraph",
-            "/average",
-            "/report_cputime",
-            "/blocking",
-            "/agg_iters",
-            "/device_cta_count",
-            "/emulate_nodes",
-            "/iters",
-        ],
-    }
+/// Settings whose differences a report names: those the gate refuses to compare across, and the
+/// presets and iteration counts that say how the runs were made.
+fn shown_settings() -> impl Iterator<Item = &'static str> {
+    super::compare::SAME_SETTINGS.into_iter().chain(["/preset", "/foreground/preset", "/iters"])
 }
 
 fn build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {

@@ -2,6 +2,7 @@
 //! hand the rows to the driver.
 use super::cli::Config;
 use super::{InPlace, Rank};
+use crate::cuda::Gpu;
 use crate::driver::{self, Benchmark, Output, RankCtx};
 use crate::error::{Error, Result};
 use crate::gin_transport;
@@ -35,6 +36,10 @@ impl Benchmark for Config {
             "# nThread {} nGpus 1 minBytes {} maxBytes {} warmup iters: {} iters: {} agg iters: {} validation: {} graph: {}\n",
             c.local_ranks, self.min_bytes, self.max_bytes, c.warmup, c.iters, self.agg, c.check, c.graph_launches
         )
+    }
+
+    fn check_gpu(&self, gpu: &Gpu) -> Result<()> {
+        super::registry::check_resident(&self.impls, gpu, self.common.ctas)
     }
 
     fn sweep(&self, ctx: &RankCtx, out: &mut Output) -> Result<()> {

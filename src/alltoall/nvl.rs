@@ -1,6 +1,7 @@
 //! `nvl-simple` (-D 1), `nvl` (-D 2), `nvl-ll` (-D 5), `nvl-pull` (-D 7) and `nvl-ll128` (-D 11): alltoall
 //! over NVLink through NCCL's device API. Kernels in src/kernels/nvl.cu.
 use super::{Impl, InPlace, Rank};
+use crate::cuda::Gpu;
 use crate::error::Result;
 use crate::nccl::{compat, compat::DevComm, SymBuffer};
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
@@ -69,6 +70,15 @@ impl Kind {
             _ => u64::MAX,
         }
     }
+}
+
+/// The most CTAs of `kind` this GPU runs at once: a grid of nvl-ll or nvl-ll128 larger than that
+/// never finishes, as a CTA may wait on data another CTA of a peer sends, and the CTAs not yet
+/// running would wait for those that are, which wait for them.
+pub fn most_resident(gpu: &Gpu, kind: Kind) -> Result<u32> {
+    let per_sm =
+        gpu.function("nvl", kind.kernel())?.occupancy_max_active_blocks_per_multiprocessor(THREADS, 0, None)?;
+    Ok(per_sm * gpu.sm_count()?)
 }
 
 /// nvl-ll's and nvl-ll128's staging window and per-CTA launch counters.

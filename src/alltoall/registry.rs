@@ -1,5 +1,6 @@
 //! The alltoall implementations: `-D` takes a number (nccl-tests compatible) or a name.
 use super::{auto, ce, gin, host, nvl, Impl, Rank};
+use crate::cuda::Gpu;
 use crate::error::{Error, Result};
 use crate::gin_transport::GinTransport;
 
@@ -13,6 +14,8 @@ pub struct ImplInfo {
     pub needs_window: bool,
     /// The GIN transport it runs on, if any.
     pub gin: Option<GinTransport>,
+    /// Its kernels whose CTAs wait on each other: `-V` may not exceed what the GPU runs at once.
+    pub all_resident: &'static [nvl::Kind],
     pub about: &'static str,
     /// Set it up on one rank (collective: every rank calls it for the same impl).
     pub make: fn(&Rank) -> Made,
@@ -47,6 +50,7 @@ pub const IMPLS: &[ImplInfo] = &[
         name: "host",
         needs_window: false,
         gin: None,
+        all_resident: &[],
         about: "ncclAlltoAll (NCCL host API)",
         make: |_| Ok(Ok(Box::new(host::Host))),
     },
@@ -55,6 +59,7 @@ pub const IMPLS: &[ImplInfo] = &[
         name: "nvl-simple",
         needs_window: true,
         gin: None,
+        all_resident: &[],
         about: "NVLink (LSA) 4-byte stores between LSA barriers (nccl-tests -D 1)",
         make: |r| boxed(nvl::Nvl::new(nvl::Kind::Simple, r)),
     },
@@ -63,6 +68,7 @@ pub const IMPLS: &[ImplInfo] = &[
         name: "nvl",
         needs_window: true,
         gin: None,
+        all_resident: &[],
         about: "NVLink (LSA) 16-byte vectors, unrolled, warps spread over peers (nccl-tests -D 2)",
         make: |r| boxed(nvl::Nvl::new(nvl::Kind::Vector, r)),
     },
@@ -71,6 +77,7 @@ pub const IMPLS: &[ImplInfo] = &[
         name: "gin",
         needs_window: true,
         gin: Some(GinTransport::Gin),
+        all_resident: &[],
         about: "GIN: every peer by GIN put + signal (NIC loopback inside the node); skipped without GIN",
         make: |r| boxed(gin::GinA2a::new(GinTransport::Gin, r)),
     },
@@ -79,6 +86,7 @@ pub const IMPLS: &[ImplInfo] = &[
         name: "hybrid",
         needs_window: true,
         gin: Some(GinTransport::Hybrid),
+        all_resident: &[],
         about: "NVLink (LSA) stores inside the node, GIN put + signal across nodes; skipped without GIN",
         make: |r| boxed(gin::GinA2a::new(GinTransport::Hybrid, r)),
     },
@@ -87,6 +95,7 @@ pub const IMPLS: &[ImplInfo] = &[
         name: "nvl-ll",
         needs_window: true,
         gin: None,
+        all_resident: &[nvl::Kind::LowLatency],
         about: "NVLink low latency: flag-in-data 16-byte stores, no barrier, double-buffered",
         make: |r| boxed(nvl::Nvl::new(nvl::Kind::LowLatency, r)),
     },
@@ -95,6 +104,7 @@ pub const IMPLS: &[ImplInfo] = &[
         name: "nvl-pull",
         needs_window: true,
         gin: None,
+        all_resident: &[],
         about: "NVLink (LSA) pull: 16-byte vector loads from peers' send windows",
         make: |r| boxed(nvl::Nvl::new(nvl::Kind::Pull, r)),
     },
@@ -103,6 +113,7 @@ pub const IMPLS: &[ImplInfo] = &[
         name: "nvl-ce",
         needs_window: true,
         gin: None,
+        all_resident: &[],
         about: "NVLink by the copy engines: one async copy per peer into its window, between LSA barriers",
         make: |r| boxed(ce::Ce::new(r)),
     },
@@ -111,6 +122,7 @@ pub const IMPLS: &[ImplInfo] = &[
         name: "gin-emu",
         needs_window: true,
         gin: Some(GinTransport::GinEmu),
+        all_resident: &[],
         about: "the gin protocol on GIN emulated over NVLink between --emulate-nodes virtual nodes",
         make: |r| boxed(gin::GinA2a::new(GinTransport::GinEmu, r)),
     },
@@ -119,6 +131,7 @@ pub const IMPLS: &[ImplInfo] = &[
         name: "hybrid-emu",
         needs_window: true,
         gin: Some(GinTransport::HybridEmu),
+        all_resident: &[],
         about: "the hybrid protocol on --emulate-nodes virtual nodes (emulated GIN between them)",
         make: |r| boxed(gin::GinA2a::new(GinTransport::HybridEmu, r)),
     },
@@ -127,6 +140,7 @@ pub const IMPLS: &[ImplInfo] = &[
         name: "nvl-ll128",
         needs_window: true,
         gin: None,
+        all_resident: &[nvl::Kind::LowLatency128],
         about: "NVLink mid sizes, no barrier: 128-byte lines of 120 data bytes and a flag (as NCCL's LL128)",
         make: |r| boxed(nvl::Nvl::new(nvl::Kind::LowLatency128, r)),
     },
@@ -135,10 +149,34 @@ pub const IMPLS: &[ImplInfo] = &[
         name: "auto",
         needs_window: true,
         gin: None,
+        all_resident: &[nvl::Kind::LowLatency, nvl::Kind::LowLatency128],
         about: "per size: nvl-ll for small blocks, nvl-ll128 for mid sizes, nvl for large (nvl-ce from 256 MB with one peer)",
         make: |r| boxed(auto::Auto::new(r)),
     },
 ];
+
+/// Refuses `-V ctas` (0: the impls' defaults, which fit) where one of `impls` would wait forever:
+/// its CTAs wait on each other and the GPU cannot run them all at once. (Before NCCL starts.)
+pub fn check_resident(impls: &[&ImplInfo], gpu: &Gpu, ctas: u32) -> Result<()> {
+    if ctas == 0 {
+        return Ok(());
+    }
+    for i in impls {
+        for &kind in i.all_resident {
+            let most = nvl::most_resident(gpu, kind)?;
+            if ctas > most {
+                return Err(Error::usage(
+                    format!(
+                        "-V {ctas} is more CTAs than this GPU runs at once ({most}) for '{}', whose CTAs wait on each other",
+                        i.name
+                    ),
+                    format!("use -V 1..{most}, or 0 for its default"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
 
 /// `-R`: 0 none, 1 ncclCommRegister, 2 symmetric window, which impls on windows need.
 pub fn check_registration(register: u32, impls: &[&ImplInfo]) -> Result<()> {

@@ -10,7 +10,7 @@ use super::{Ctx, EpImpl};
 use crate::bootstrap::Bootstrap;
 use crate::cuda::Gpu;
 use crate::driver::{self, Benchmark, Output, RankCtx};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gin_transport;
 use crate::harness::check::{Break, Seeds};
 use crate::harness::{self, watchdog, LoopParams};
@@ -75,17 +75,7 @@ impl Benchmark for Config {
     }
 
     fn check_gpu(&self, gpu: &Gpu) -> Result<()> {
-        let sms = gpu.sm_count()?;
-        if self.ctas > sms {
-            return Err(Error::usage(
-                format!(
-                    "-V {} asks for more CTAs than the GPU's {sms} SMs (the kernels need every CTA resident)",
-                    self.ctas
-                ),
-                format!("use -V 1..{sms}"),
-            ));
-        }
-        Ok(())
+        super::check_ctas(gpu, self.ctas)
     }
 
     fn sweep(&self, ctx: &RankCtx, out: &mut Output) -> Result<()> {

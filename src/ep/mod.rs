@@ -48,6 +48,20 @@ impl Ctx<'_> {
     }
 }
 
+/// Refuses `-V ctas` above the GPU's SM count: the device kernels run one CTA per SM (their
+/// shared memory keeps them so) and wait on each other, so every CTA must be resident.
+/// (Before NCCL starts.)
+pub fn check_ctas(gpu: &Gpu, ctas: u32) -> Result<()> {
+    let sms = gpu.sm_count()?;
+    if ctas > sms {
+        return Err(crate::error::Error::usage(
+            format!("-V {ctas} asks for more CTAs than the GPU's {sms} SMs (the kernels need every CTA resident)"),
+            format!("use -V 1..{sms}"),
+        ));
+    }
+    Ok(())
+}
+
 /// The dispatch output as the checks and the expert see it.
 pub struct Received {
     /// Received rows (dispatch payload layout).

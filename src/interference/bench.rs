@@ -78,14 +78,9 @@ impl Benchmark for Config {
     }
 
     fn check_gpu(&self, gpu: &Gpu) -> Result<()> {
-        if matches!(self.fg, Foreground::Ep { .. }) {
-            let sms = gpu.sm_count()?;
-            if self.ctas > sms {
-                return Err(Error::usage(
-                    format!("-V {} asks for more CTAs than the GPU's {sms} SMs", self.ctas),
-                    format!("use -V 1..{sms}"),
-                ));
-            }
+        match &self.fg {
+            Foreground::Ep { .. } => crate::ep::check_ctas(gpu, self.ctas)?,
+            Foreground::Alltoall { impls, .. } => crate::alltoall::registry::check_resident(impls, gpu, self.ctas)?,
         }
         let (least, greatest) = gpu.priority_range()?;
         for (flag, p) in [

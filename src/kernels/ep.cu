@@ -53,13 +53,15 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   for (int c = warp_id(); c < chunks; c += warp_count()) {
     const int t = c * EP_CHUNK + lane;
     const bool valid = t < a.tokens;
-    unsigned long long ranks = 0;  // ranks this token goes to (R <= 64 here)
+    // Ranks this token goes to. The per-rank keys hold only ranks below 64: the HT kernels, which
+    // read them, refuse more ranks; `host` (any rank count) reads only the expert keys.
+    unsigned long long ranks = 0;
     __syncwarp();
     for (int k = 0; k < K; k++) {
       const int e = valid ? idx[size_t(t) * K + k] : -1;
       if (e >= 0) {
         atomicOr(&mask[e], 1u << lane);
-        ranks |= 1ull << (e / a.local);
+        if (e / a.local < 64) ranks |= 1ull << (e / a.local);
       }
     }
     __syncwarp();

@@ -60,8 +60,14 @@ impl CommConfig {
             return Err(Error::usage(format!("{flag}-traffic-class {t} is not in 0..=255"), "use 0..255"));
         }
         if let Some(n) = &self.net_name {
-            if n.is_empty() || n.contains('\0') {
+            if n.is_empty() {
                 return Err(Error::usage(format!("{flag}-net-name is empty"), "name a network, e.g. IB or Socket"));
+            }
+            if n.contains('\0') {
+                return Err(Error::usage(
+                    format!("{flag}-net-name holds a NUL byte"),
+                    "name a network, e.g. IB or Socket",
+                ));
             }
         }
         Ok(())
@@ -158,6 +164,7 @@ mod tests {
             (CommConfig { cga_cluster_size: Some(9), ..Default::default() }, "cga-cluster-size 9"),
             (CommConfig { traffic_class: Some(256), ..Default::default() }, "traffic-class 256"),
             (CommConfig { net_name: Some(String::new()), ..Default::default() }, "net-name is empty"),
+            (CommConfig { net_name: Some("IB\0".into()), ..Default::default() }, "net-name holds a NUL"),
         ] {
             let e = k.validate("--dp").unwrap_err();
             assert_eq!(e.exit, crate::error::Exit::Usage);

@@ -349,37 +349,24 @@ impl Registration {
                 let mut hs = vec![];
                 for b in [send, recv] {
                     let mut h: *mut c_void = std::ptr::null_mut();
-                    comm.check(
-                        unsafe { lib().ncclCommRegister(comm.raw, b.as_ptr(), b.bytes, &mut h) },
-                        "ncclCommRegister",
-                    )?;
+                    let r = unsafe { lib().ncclCommRegister(comm.raw, b.as_ptr(), b.bytes, &mut h) };
+                    if let Err(e) = comm.check(r, "ncclCommRegister") {
+                        Registration::Buffers(hs).release(comm); // the one registered already
+                        return Err(e);
+                    }
                     hs.push(h);
                 }
                 Ok(Registration::Buffers(hs))
             }
             _ => {
-                let mut w = [std::ptr::null_mut(); 2];
-                for (b, w) in [send, recv].into_iter().zip(w.iter_mut()) {
-                    let r = unsafe {
-                        lib().ncclCommWindowRegister(
-                            comm.raw,
-                            b.as_ptr(),
-                            b.bytes,
-                            w,
-                            ffi::NCCL_WIN_COLL_SYMMETRIC as i32,
-                        )
-                    };
-                    comm.check(r, "ncclCommWindowRegister")?;
+                let sw = comm.window_register(send)?;
+                match comm.window_register(recv) {
+                    Ok(rw) => Ok(Registration::Windows(sw, rw)),
+                    Err(e) => {
+                        unsafe { comm.window_deregister(sw) };
+                        Err(e)
+                    }
                 }
-                if w[0].is_null() || w[1].is_null() {
-                    return Err(Error::new(
-                        Exit::Nccl,
-                        "ncclCommWindowRegister returned a NULL window: this communicator has no symmetric memory support \
-                         (needs CUDA P2P between all local GPUs, cuMem, NCCL_WIN_ENABLE=1, one NVLink domain or GIN)",
-                    )
-                    .with_fix("run with -R 0 or -R 1, or check NCCL_WIN_ENABLE / NCCL_CUMEM_ENABLE and nvidia-smi topo -p2p p"));
-                }
-                Ok(Registration::Windows(w[0], w[1]))
             }
         }
     }

@@ -87,7 +87,7 @@ fn a_partial_or_padded_candidate_fails() {
     assert!(compare::compare(&twice, &twice.clone(), 0.05).unwrap().passed);
     // A run that ended in error fails, whatever its rows; a baseline that did is refused.
     let mut cut = run(cycles(&[100.0, 100.0, 100.0]));
-    cut.config = serde_json::json!({"error": "timeout: no progress for 60 s"});
+    cut.config["error"] = "timeout: no progress for 60 s".into();
     let o = compare::compare(&b, &cut, 0.05).unwrap();
     assert!(!o.passed && compare::render_text(&o).contains("the candidate run ended in error: timeout"));
     assert!(compare::to_junit(&o).contains("<failure message=\"the candidate run ended in error: timeout"));
@@ -271,6 +271,24 @@ fn rows_must_be_the_runs_cycles() {
     c.config["error"] = "timeout".into();
     assert!(compare::check_values(&c).is_ok());
     assert!(compare::check_values(&b).is_ok());
+    // ... an error that is not a message is not read as none.
+    c.config["error"] = serde_json::json!({"msg": "timeout"});
+    assert!(compare::check_values(&c).unwrap_err().contains("config.error is {"));
+    // Without a usable cycle count, cycles beyond the first cannot be told from rows added.
+    let mut c = with_cycles(cycles(&[300.0, 300.0, 300.0]), 3);
+    c.rows.extend((3..60).map(|c| row("nvl", 1 << 30, 10.0, 10.0, c)));
+    for n in [serde_json::json!("3"), serde_json::json!(3.0), serde_json::json!(0), serde_json::Value::Null] {
+        c.config["run_cycles"] = n.clone();
+        let e = compare::compare(&b, &c, 0.05).unwrap_err();
+        assert!(e.contains("config.run_cycles is"), "{n}: {e}");
+    }
+    c.config = serde_json::json!({});
+    let e = compare::compare(&b, &c, 0.05).unwrap_err();
+    assert!(e.contains("config.run_cycles is missing"), "{e}");
+    // Files from before it was recorded hold one cycle.
+    let mut old = run(cycles(&[100.0]));
+    old.config = serde_json::json!({});
+    assert!(compare::check_values(&old).is_ok());
 }
 
 #[test]

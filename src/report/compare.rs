@@ -251,15 +251,29 @@ pub fn check_values(run: &Run) -> Result<(), String> {
             }
         }
     }
+    if let Some(e) = run.config.get("error").filter(|e| !e.is_string()) {
+        // Read as no error, it would let a run that failed pass.
+        return Err(format!("config.error is {e}: it is the message that ended the run, a string"));
+    }
     check_cycles(run)
 }
 
-/// The rows must be the run's `-N` cycles (`config.run_cycles`, where the file records it): none
-/// in a cycle the run did not have, and, in a run that finished (no `config.error`), every row
-/// key in every cycle, as the benchmarks write them. Extra or partial cycles would weigh in a
-/// key's mean with nothing to set them against.
+/// The rows must be the run's `-N` cycles (`config.run_cycles`): none in a cycle the run did not
+/// have, and, in a run that finished (no `config.error`), every row key in every cycle, as the
+/// benchmarks write them. Extra or partial cycles would weigh in a key's mean with nothing to set
+/// them against. Files from before `run_cycles` was recorded hold one cycle.
 fn check_cycles(run: &Run) -> Result<(), String> {
-    let Some(n) = run.config.get("run_cycles").and_then(|v| v.as_u64()) else { return Ok(()) };
+    let n = match run.config.get("run_cycles") {
+        Some(v) => v.as_u64().filter(|&n| n > 0).ok_or_else(|| {
+            format!("config.run_cycles is {v}: it is the run's cycle count (-N), a whole number from 1")
+        })?,
+        None if run.rows.iter().all(|r| r.cycle == 0) => 1,
+        None => {
+            return Err("config.run_cycles is missing and rows are in cycles beyond 0: the run's cycles cannot be \
+                        told from rows added to it"
+                .into())
+        }
+    };
     if let Some(r) = run.rows.iter().find(|r| u64::from(r.cycle) >= n) {
         return Err(format!(
             "row '{}' is in cycle {}, but the run had {n} cycles (config.run_cycles)",

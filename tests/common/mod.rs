@@ -26,7 +26,9 @@ pub fn row(impl_name: &str, size: u64, time: f64, p99: f64, cycle: u32) -> Row {
 }
 
 /// An alltoall run of 4 ranks holding `rows`.
+/// A run of `rows`, with the cycle count a benchmark records for them.
 pub fn run(rows: Vec<Row>) -> Run {
+    let cycles = rows.iter().map(|r| r.cycle + 1).max().unwrap_or(1);
     Run {
         schema: SCHEMA.into(),
         benchmark: "alltoall".into(),
@@ -35,7 +37,7 @@ pub fn run(rows: Vec<Row>) -> Run {
         started_at: "2026-11-21T10:00:00Z".into(),
         finished_at: None,
         env: Env { ranks: 4, ..Default::default() },
-        config: serde_json::Value::Null,
+        config: serde_json::json!({ "run_cycles": cycles }),
         rows,
         summary: None,
     }

@@ -74,7 +74,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// fail reports: see [`exiting`].
 pub fn die(prog: &str, e: &Error) -> ! {
     let _reporting = exiting();
-    eprintln!("{prog}: error: {e}");
+    crate::console::err(&format!("{prog}: error: {e}\n"));
     std::process::exit(e.exit as i32)
 }
 

@@ -5,10 +5,12 @@
 //! `environment` (what the machine is), `gin_transport` / `gin_backend` (how GIN runs), the one run
 //! driver (`driver`), the benchmarks (`alltoall`, `ep`, and `interference`, which runs either of
 //! them against a background collective), and `report` (table, JSON, CSV, compare,
-//! side-by-side reports), which never touches CUDA.
+//! side-by-side reports), which never touches CUDA. `console` writes to stdout and stderr without
+//! panicking.
 pub mod alltoall;
 pub mod bootstrap;
 pub mod ceiling;
+pub mod console;
 pub mod cuda;
 pub mod driver;
 pub mod dtype;

@@ -274,3 +274,50 @@ fn ceiling_checks_its_command_line_before_any_gpu() {
         assert_eq!(o.status.code(), Some(8), "{}", stderr(&o));
     }
 }
+
+/// Runs `bin args` with its stdout going into a pipe whose reader is already gone.
+fn to_closed_pipe(bin: &str, args: &[&str]) -> Output {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    Command::new(bin).args(args).stdout(writer).output().expect("binary runs")
+}
+
+#[test]
+fn stdout_closed_early_or_full_is_never_a_panic() {
+    let golden = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/run.json");
+    let ep = env!("CARGO_BIN_EXE_ep_perf");
+    let ifr = env!("CARGO_BIN_EXE_interference_perf");
+    // A reader that has gone (`| head`) wants nothing more: the command ends as it would have.
+    for (bin, args) in [
+        (A2A, vec!["--list-impls"]),
+        (ep, vec!["--list-impls"]),
+        (ifr, vec!["--list-impls"]),
+        (GB, vec!["compare", golden, golden]),
+    ] {
+        let o = to_closed_pipe(bin, &args);
+        assert_eq!((o.status.code(), stderr(&o)), (Some(0), String::new()), "{bin} {args:?}");
+    }
+    // Any other failure to write is one line and a nonzero exit (compare's: 2), after the files
+    // asked for are written.
+    let full = || std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+    let dir = std::env::temp_dir().join(format!("ginbench-stdout-full-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let verdict = dir.join("verdict.json");
+    let o = Command::new(GB)
+        .args(["compare", golden, golden, "--json", verdict.to_str().unwrap()])
+        .stdout(full())
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.starts_with("ginbench: error: writing to standard output: No space left") && e.lines().count() == 1,
+        "{e}"
+    );
+    assert!(verdict.exists(), "the verdict file is written first");
+    let o = Command::new(A2A).arg("--list-impls").stdout(full()).output().unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(8), "{e}");
+    assert!(e.starts_with("alltoall_perf: error: writing to standard output") && e.lines().count() == 1, "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -8,10 +8,9 @@ fn main() {
     let command = argv.join(" ");
     let args = cli::parse(argv).unwrap_or_else(|e| die(PROG, &e));
     if args.common.list_impls {
-        for i in registry::IMPLS {
-            println!("{:>2}  {:<12} {}", i.id, i.name, i.about);
-        }
-        return;
+        let list: String =
+            registry::IMPLS.iter().map(|i| format!("{:>2}  {:<12} {}\n", i.id, i.name, i.about)).collect();
+        return ginbench::console::out(&list).unwrap_or_else(|e| die(PROG, &e));
     }
     let cfg = cli::Config::from_args(&args, command).unwrap_or_else(|e| die(PROG, &e));
     match ginbench::driver::main(cfg) {

@@ -8,14 +8,12 @@ fn main() {
     let command = argv.join(" ");
     let args = cli::parse(argv).unwrap_or_else(|e| die(PROG, &e));
     if args.common.list_impls {
-        for i in registry::IMPLS {
-            println!("{:<12} {}", i.name, i.about);
-        }
-        println!();
+        let mut list: String = registry::IMPLS.iter().map(|i| format!("{:<12} {}\n", i.name, i.about)).collect();
+        list += "\n";
         for (name, s) in shape::PRESETS {
-            println!("preset {name:<14} hidden {:>5}  top-{:<2} {:>4} experts", s.hidden, s.topk, s.experts);
+            list += &format!("preset {name:<14} hidden {:>5}  top-{:<2} {:>4} experts\n", s.hidden, s.topk, s.experts);
         }
-        return;
+        return ginbench::console::out(&list).unwrap_or_else(|e| die(PROG, &e));
     }
     let cfg = cli::Config::from_args(&args, command).unwrap_or_else(|e| die(PROG, &e));
     match ginbench::driver::main(cfg) {

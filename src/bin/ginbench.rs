@@ -1,4 +1,5 @@
 use clap::{Parser, Subcommand};
+use ginbench::console;
 use ginbench::environment::node;
 use ginbench::error::{die, Error, Exit};
 use ginbench::report::{compare, json, sidebyside, write_atomic};
@@ -128,7 +129,7 @@ fn load(path: &Path) -> Result<ginbench::results::Run, String> {
 
 fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path>, junit: Option<&Path>) -> i32 {
     let bad = |msg: String| -> i32 {
-        eprintln!("{PROG}: error: {msg}");
+        console::err(&format!("{PROG}: error: {msg}\n"));
         2
     };
     let threshold = match compare::parse_threshold(threshold) {
@@ -165,13 +166,15 @@ fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path
         Ok(o) => o,
         Err(e) => return bad(e),
     };
-    print!("{}", compare::render_text(&outcome));
     for (path, text) in [(json_out, compare::to_json(&outcome)), (junit, compare::to_junit(&outcome))] {
         if let Some(p) = path {
             if let Err(e) = write_atomic(p, text.as_bytes()) {
                 return bad(format!("writing {}: {e}", p.display()));
             }
         }
+    }
+    if let Err(e) = console::out(&compare::render_text(&outcome)) {
+        return bad(e.to_string());
     }
     if outcome.passed {
         0
@@ -181,9 +184,12 @@ fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path
 }
 
 fn run_report(runs: &[PathBuf], labels: &[String], out: &Path) -> i32 {
+    let bad = |msg: String| -> i32 {
+        console::err(&format!("{PROG}: error: {msg}\n"));
+        2
+    };
     if labels.len() > runs.len() {
-        eprintln!("{PROG}: error: {} --label given for {} runs (one per run, in order)", labels.len(), runs.len());
-        return 2;
+        return bad(format!("{} --label given for {} runs (one per run, in order)", labels.len(), runs.len()));
     }
     // Given labels first, then the files' distinguishing names; never two runs with one label.
     let mut names: Vec<String> = sidebyside::default_labels(runs);
@@ -196,21 +202,15 @@ fn run_report(runs: &[PathBuf], labels: &[String], out: &Path) -> i32 {
         });
         match loaded {
             Ok(run) => labeled.push(sidebyside::Labeled { label, run }),
-            Err(e) => {
-                eprintln!("{PROG}: error: {e}");
-                return 2;
-            }
+            Err(e) => return bad(e),
         }
     }
-    match sidebyside::write(&labeled, out) {
-        Ok(()) => {
-            println!("wrote {}/report.md and report.html", out.display());
-            0
-        }
-        Err(e) => {
-            eprintln!("{PROG}: error: {e}");
-            2
-        }
+    if let Err(e) = sidebyside::write(&labeled, out) {
+        return bad(e);
+    }
+    match console::out(&format!("wrote {}/report.md and report.html\n", out.display())) {
+        Ok(()) => 0,
+        Err(e) => bad(e.to_string()),
     }
 }
 
@@ -251,7 +251,7 @@ fn run_ceiling(
     for case in Case::plan(n) {
         rows.push(host.measure(&case, &s)?);
     }
-    print!("{}", ceiling::table(&s, &rows));
+    console::out(&ceiling::table(&s, &rows))?;
     let wrong = ginbench::results::wrong_total(&rows);
     if let Some(path) = json {
         let env = ginbench::environment::build(host.describe(), Default::default(), None);
@@ -262,7 +262,7 @@ fn run_ceiling(
         let summary = ginbench::results::Summary { avg_busbw_gbps: 0.0, ..ginbench::results::Summary::of(&rows) };
         run.finish(rows, summary, None);
         write_atomic(path, json::to_string(&run).as_bytes())?;
-        println!("# Wrote JSON to {}", path.display());
+        console::out(&format!("# Wrote JSON to {}\n", path.display()))?;
     }
     if wrong > 0 {
         return Err(Error::new(
@@ -283,31 +283,31 @@ fn main() {
         }
         if e.kind() == DisplayHelpOnMissingArgumentOrSubcommand {
             // No subcommand: nothing was asked for, so this is a usage error, not a success.
-            eprintln!(
-                "{PROG}: error: no command given (fix: ginbench env | mpi-check | compare | report | ceiling; see ginbench --help)"
-            );
+            console::err(&format!(
+                "{PROG}: error: no command given (fix: ginbench env | mpi-check | compare | report | ceiling; see ginbench --help)\n"
+            ));
             std::process::exit(Exit::Usage as i32);
         }
-        eprintln!("{PROG}: error: {} (fix: see ginbench --help)", ginbench::error::clap_one_line(&e));
+        console::err(&format!("{PROG}: error: {} (fix: see ginbench --help)\n", ginbench::error::clap_one_line(&e)));
         std::process::exit(bad_input_exit())
     });
     match cli.cmd {
         Cmd::Env { json } => {
             let r = node::collect();
-            if json {
-                println!("{}", serde_json::to_string_pretty(&r.env).expect("env serializes"));
+            let shown = if json {
+                serde_json::to_string_pretty(&r.env).expect("env serializes") + "\n"
             } else {
-                print!("{}", node::render(&r));
-            }
+                node::render(&r)
+            };
+            console::out(&shown).unwrap_or_else(|e| die(PROG, &e));
             if r.problems.is_empty() {
                 std::process::exit(0);
             }
             // The report (or the JSON) is on stdout; why the exit is 8, on stderr in both forms.
-            eprintln!("{PROG}: error: {}", r.problems.join("; "));
-            std::process::exit(Exit::Environment as i32);
+            die(PROG, &Error::new(Exit::Environment, r.problems.join("; ")));
         }
         Cmd::MpiCheck => match ginbench::bootstrap::check::run() {
-            Ok(line) => println!("{line}"),
+            Ok(line) => console::out(&format!("{line}\n")).unwrap_or_else(|e| die(PROG, &e)),
             Err(e) => die(PROG, &e),
         },
         Cmd::Ceiling { gpus, bytes, iters, warmup, ctas, json } => {

@@ -8,16 +8,16 @@ fn main() {
     let command = argv.join(" ");
     let args = cli::parse(argv).unwrap_or_else(|e| die(PROG, &e));
     if args.common.list_impls {
-        println!("foreground --fg ep (ep_perf's implementations):");
+        let mut list = String::from("foreground --fg ep (ep_perf's implementations):\n");
         for i in ginbench::ep::registry::IMPLS {
-            println!("  {:<12} {}", i.name, i.about);
+            list += &format!("  {:<12} {}\n", i.name, i.about);
         }
-        println!("foreground --fg alltoall (alltoall_perf's implementations):");
+        list += "foreground --fg alltoall (alltoall_perf's implementations):\n";
         for i in ginbench::alltoall::registry::IMPLS {
-            println!("  {:>2} {:<12} {}", i.id, i.name, i.about);
+            list += &format!("  {:>2} {:<12} {}\n", i.id, i.name, i.about);
         }
-        println!("background --bg: allreduce (ncclAllReduce, float, sum), none");
-        return;
+        list += "background --bg: allreduce (ncclAllReduce, float, sum), none\n";
+        return ginbench::console::out(&list).unwrap_or_else(|e| die(PROG, &e));
     }
     let cfg = cli::Config::from_args(&args, command).unwrap_or_else(|e| die(PROG, &e));
     match ginbench::driver::main(cfg) {

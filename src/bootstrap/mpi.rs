@@ -149,7 +149,11 @@ impl MpiRank {
     fn fail(&self, msg: &str) -> ! {
         let prog = std::env::args_os().next().unwrap_or_default();
         let prog = std::path::Path::new(&prog).file_name().map(|s| s.to_string_lossy().into_owned());
-        eprintln!("{}: error: rank {}: {msg}", prog.unwrap_or_else(|| "ginbench".into()), self.rank);
+        crate::console::err(&format!(
+            "{}: error: rank {}: {msg}\n",
+            prog.unwrap_or_else(|| "ginbench".into()),
+            self.rank
+        ));
         unsafe { (self.shim.abort)(Exit::Internal as c_int) };
         std::process::exit(Exit::Internal as i32)
     }

@@ -92,7 +92,7 @@ where
                         // An error every rank meets is reported once, by rank 0.
                         wait_rank0(1.0);
                         let _reporting = crate::error::exiting();
-                        eprintln!("{prog}: error: rank {rank}: {e}");
+                        crate::console::err(&format!("{prog}: error: rank {rank}: {e}\n"));
                         wait_rank0(10.0);
                         std::process::exit(e.exit as i32)
                     }

@@ -28,9 +28,9 @@ pub fn start(prog: &'static str, timeout_s: u64) {
         let idle = now_ms().saturating_sub(LAST_BEAT_MS.load(Ordering::Relaxed));
         if idle > limit {
             let _reporting = crate::error::exiting();
-            eprintln!(
-                "{prog}: error: timeout: no progress for {timeout_s} s; aborting NCCL communicators (fix: raise -T, or look for a stuck rank or GPU)"
-            );
+            crate::console::err(&format!(
+                "{prog}: error: timeout: no progress for {timeout_s} s; aborting NCCL communicators (fix: raise -T, or look for a stuck rank or GPU)\n"
+            ));
             // Abort from a helper thread: if NCCL itself is stuck, exit anyway after a grace period.
             let (done, aborted) = std::sync::mpsc::channel();
             std::thread::spawn(move || {

@@ -80,14 +80,13 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
     a == b || matches!((key(a), key(b)), (Some(x), Some(y)) if x == y)
 }
 
-/// Show table text: on stdout, or on stderr when stdout carries the JSON (`-J -`).
+/// Show table text: on stdout, or on stderr when stdout carries the JSON (`-J -`). A table that
+/// cannot be shown does not stop the run: its results files are what it is for.
 pub fn print_text(json_stdout: bool, s: &str) {
     if json_stdout {
-        eprint!("{s}");
+        crate::console::err(s);
     } else {
-        let mut o = std::io::stdout().lock();
-        let _ = o.write_all(s.as_bytes());
-        let _ = o.flush();
+        let _ = crate::console::out(s);
     }
 }
 
@@ -96,7 +95,7 @@ pub fn print_text(json_stdout: bool, s: &str) {
 pub fn write_outputs(run: &schema::Run, json: Option<&Path>, csv: Option<&Path>) -> Result<Vec<String>, String> {
     let mut shown = vec![];
     match json {
-        Some(p) if p == Path::new("-") => print!("{}", json::to_string(run)),
+        Some(p) if p == Path::new("-") => crate::console::out(&json::to_string(run)).map_err(|e| e.to_string())?,
         Some(p) => {
             json::write(p, run).map_err(|e| format!("writing {}: {e}", p.display()))?;
             shown.push(format!("# Wrote JSON to {}\n", p.display()));

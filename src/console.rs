@@ -1,0 +1,24 @@
+//! Standard output and error, without the panics of `print!` and `eprint!`: those abort with a
+//! trace when the stream cannot be written (a pipe closed by `| head`, a full disk), and a
+//! failure of this tool is one line and a documented exit code.
+use crate::error::{Error, Result};
+use std::io::Write;
+
+/// Writes `s` to standard output. A reader that has gone (a pipe closed early, as `| head`
+/// closes it) wants nothing more, which is not an error; any other failure is.
+pub fn out(s: &str) -> Result<()> {
+    let mut o = std::io::stdout().lock();
+    match o.write_all(s.as_bytes()).and_then(|()| o.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::env(
+            format!("writing to standard output: {e}"),
+            "check where the output goes (free space, or a reader that stays open)",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Writes `s` to standard error. A failure there has nowhere to be told, so it is ignored.
+pub fn err(s: &str) {
+    let mut e = std::io::stderr().lock();
+    let _ = e.write_all(s.as_bytes()).and_then(|()| e.flush());
+}

@@ -57,6 +57,20 @@ fn two_clusters_side_by_side() {
     let e = sidebyside::write(&runs, &blocked).unwrap_err();
     assert!(e.contains("report.html: exists in") && e.contains("is not a regular file"), "{e}");
     assert_eq!(std::fs::read_dir(&blocked).unwrap().count(), 1, "only the folder in the way");
+    // A file that fails part way (here the last page, a link into a folder that does not exist,
+    // as a full disk would) leaves the earlier report whole: no chart of the new one beside it,
+    // no temporary file.
+    let before: Vec<_> =
+        ["report.md", "busbw_nvl_float_out_of_place.svg"].map(|f| std::fs::read(piped_dir.join(f)).unwrap()).into();
+    std::fs::remove_file(piped_dir.join("report.html")).unwrap();
+    std::os::unix::fs::symlink("/nonexistent-ginbench-folder/report.html", piped_dir.join("report.html")).unwrap();
+    let e = sidebyside::write(&runs, &piped_dir).unwrap_err();
+    assert!(e.starts_with(&format!("writing the report into {} (left as it was)", piped_dir.display())), "{e}");
+    let after: Vec<_> =
+        ["report.md", "busbw_nvl_float_out_of_place.svg"].map(|f| std::fs::read(piped_dir.join(f)).unwrap()).into();
+    assert!(before == after, "the earlier report changed");
+    let names: Vec<_> = std::fs::read_dir(&piped_dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(!names.iter().any(|n| n.to_string_lossy().ends_with(".tmp")), "{names:?}");
     // A run of another benchmark is refused, not mixed in.
     let mut ep = run("NVIDIA H200", GinKind::None, 1.0);
     ep.benchmark = "ep".into();
@@ -100,6 +114,7 @@ fn impossible_or_unplottable_values_are_bad_input_not_a_hang() {
                 })
             })
             .collect();
+        r.config["run_cycles"] = 3.into();
         let p = dir.join(name);
         json::write(&p, &r).unwrap();
         p

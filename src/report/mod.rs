@@ -15,18 +15,32 @@ use std::path::Path;
 /// Write a file atomically: a temporary file in the same folder, flushed, then renamed over the
 /// target, so a reader (or a crash) never sees half a results file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let path = &resolve_link(path)?;
-    if path.exists() && !path.is_file() {
-        return Err(std::io::Error::other("exists and is not a regular file"));
-    }
-    let (tmp, mut f) = temp_file(folder_of(path))?;
+    write_all_atomic([(path, bytes)])
+}
+
+/// Write files together: each into a temporary file of its folder, flushed, and only when every
+/// one is written whole, all renamed over their targets. A failure (a full disk) leaves every
+/// target as it was, so a folder of files that refer to each other (a report's pages and
+/// charts) is never part old and part new.
+pub fn write_all_atomic<'a>(files: impl IntoIterator<Item = (&'a Path, &'a [u8])>) -> std::io::Result<()> {
+    let mut staged = vec![];
     let res = (|| {
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
+        for (path, bytes) in files {
+            let path = resolve_link(path)?;
+            if path.exists() && !path.is_file() {
+                return Err(std::io::Error::other(format!("{}: exists and is not a regular file", path.display())));
+            }
+            let (tmp, mut f) = temp_file(folder_of(&path))?;
+            staged.push((tmp, path));
+            f.write_all(bytes)?;
+            f.sync_all()?;
+        }
+        staged.iter().try_for_each(|(tmp, path)| std::fs::rename(tmp, path))
     })();
     if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+        for (tmp, _) in &staged {
+            let _ = std::fs::remove_file(tmp);
+        }
     }
     res
 }

@@ -848,15 +848,17 @@ pub fn write(runs: &[Labeled], dir: &Path) -> Result<(), String> {
     if !dir.exists() && !parent.is_dir() {
         return Err(format!("-o {}: folder {} does not exist", dir.display(), parent.display()));
     }
-    // Everything is drawn before anything is written, and every file is written whole (a
-    // failure leaves no half-drawn chart); the charts go first, the pages that show them last.
+    // Everything is drawn before anything is written, and the files are written together: a
+    // failure leaves the folder as it was (or no folder), never part of one report and part of
+    // another.
     let mut charts = PlotDir::default();
     let doc = match runs[0].run.benchmark.as_str() {
         "ep" => ep_build(runs, &mut charts)?,
         "interference" => interference_build(runs, &mut charts)?,
         _ => build(runs, &mut charts)?,
     };
-    if !dir.exists() {
+    let created = !dir.exists();
+    if created {
         std::fs::create_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     let pages = [("report.md".to_string(), markdown(&doc)), ("report.html".to_string(), html(&doc))];
@@ -865,8 +867,11 @@ pub fn write(runs: &[Labeled], dir: &Path) -> Result<(), String> {
     {
         return Err(format!("{name}: exists in {} and is not a regular file", dir.display()));
     }
-    for (name, text) in charts.svgs.iter().chain(&pages) {
-        super::write_atomic(&dir.join(name), text.as_bytes()).map_err(|e| format!("{name}: {e}"))?;
-    }
-    Ok(())
+    let files: Vec<_> = charts.svgs.iter().chain(&pages).map(|(name, text)| (dir.join(name), text)).collect();
+    super::write_all_atomic(files.iter().map(|(path, text)| (path.as_path(), text.as_bytes()))).map_err(|e| {
+        if created {
+            let _ = std::fs::remove_dir(dir);
+        }
+        format!("writing the report into {} (left as it was): {e}", dir.display())
+    })
 }

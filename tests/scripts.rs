@@ -31,6 +31,23 @@ fn gpu_scripts_parse() {
 }
 
 #[test]
+fn help_and_bad_usage_come_before_the_gpu_search() {
+    let (dir, path) = no_gpu_path("usage");
+    for (name, bad_exit) in [("gpu-test", 6), ("gpu-bench", 6), ("gpu-regression", 2)] {
+        let o = script(name, &["--help"], &path);
+        assert_eq!(o.status.code(), Some(0), "{name}");
+        assert!(String::from_utf8_lossy(&o.stdout).starts_with(&format!("usage: ci/{name}")), "{name}");
+        let o = script(name, &["--bogus"], &path);
+        assert_eq!(o.status.code(), Some(bad_exit), "{name}");
+        assert!(String::from_utf8_lossy(&o.stderr).starts_with(&format!("usage: ci/{name}")), "{name}");
+    }
+    let o = script("gpu-regression", &[], &path);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!dir.join("--help").exists() && !Path::new(ROOT).join("ci/--help").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn gpu_bench_refuses_bad_usage_and_a_node_without_gpus() {
     let (dir, path) = no_gpu_path("bench");
     let out = dir.join("out");
@@ -53,7 +70,7 @@ fn gpu_bench_refuses_bad_usage_and_a_node_without_gpus() {
 
 /// A scratch folder with an `nvidia-smi` that lists one GPU and fake binaries in `bin/` that log
 /// their arguments to `log`: `alltoall_perf` writes `{}` to its `-J` file; `ginbench compare`
-/// exits 2 on a baseline whose text says "bad", else 0.
+/// exits 2 on a baseline whose text says "bad" or on `--threshold foo`, else 0.
 fn fake_gpu_node(tag: &str) -> (PathBuf, String) {
     let dir = std::env::temp_dir().join(format!("ginbench-fakegpu-{tag}-{}", std::process::id()));
     let bin = dir.join("bin");
@@ -72,7 +89,7 @@ fn fake_gpu_node(tag: &str) -> (PathBuf, String) {
     exe(
         bin.join("ginbench"),
         format!(
-            "#!/bin/sh\necho \"ginbench $*\" >> {l}\n[ \"$1\" = compare ] && grep -q bad \"$2\" && exit 2\nexit 0\n"
+            "#!/bin/sh\necho \"ginbench $*\" >> {l}\n[ \"$1\" = compare ] && grep -q bad \"$2\" && exit 2\ncase \"$*\" in *--threshold\\ foo*) exit 2 ;; esac\nexit 0\n"
         ),
     );
     let path = format!("{}:{}", dir.display(), std::env::var("PATH").unwrap_or_default());
@@ -100,7 +117,7 @@ fn gpu_regression_takes_paths_from_where_it_starts_and_checks_the_baseline_first
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let d = dir.display();
     let lines: Vec<&str> = log.lines().collect();
-    assert_eq!(lines[0], format!("ginbench compare {d}/base.json {d}/base.json"), "{log}");
+    assert_eq!(lines[0], format!("ginbench compare {d}/base.json {d}/base.json --threshold 5%"), "{log}");
     assert!(
         lines[1].starts_with("alltoall_perf ") && lines[1].ends_with(&format!("-J {d}/gate-results/candidate.json"))
     );
@@ -113,7 +130,11 @@ fn gpu_regression_takes_paths_from_where_it_starts_and_checks_the_baseline_first
     // A baseline the gate cannot use: exit 2 before the suite runs, nothing written.
     let (o, log) = gate(&["broken.json", "never"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("the baseline is unusable"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("the baseline or the compare flags are unusable"));
+    assert!(!log.contains("alltoall_perf") && !dir.join("never").exists(), "{log}");
+    // ... and so do compare flags that compare refuses.
+    let (o, log) = gate(&["base.json", "never", "--threshold", "foo"]);
+    assert_eq!(o.status.code(), Some(2));
     assert!(!log.contains("alltoall_perf") && !dir.join("never").exists(), "{log}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -254,6 +254,8 @@ fn the_benchmarks_share_the_driver_flags() {
 fn ceiling_checks_its_command_line_before_any_gpu() {
     for (args, needle) in [
         (vec!["ceiling", "-b", "0"], "a copy must be 1 B to 64 GiB"),
+        // A subcommand's flags are in its own help.
+        (vec!["ceiling", "--bogus"], "(fix: see ginbench ceiling --help)"),
         (vec!["ceiling", "-b", "3Q"], "unknown size suffix 'Q'"),
         (vec!["ceiling", "-g", "1"], "--ngpus"),
         (vec!["ceiling", "-n", "0"], "--iters"),

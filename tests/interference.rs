@@ -244,6 +244,9 @@ fn command_line_errors_are_one_line_before_any_gpu() {
         (vec!["-e", "99999T"], "is above"),
         (vec!["--ep-gin-contexts", "4"], "--ep-gin-contexts applies to the impls on NCCL's GIN"),
         (vec!["-D", "gin", "--ep-gin-contexts", "0"], "'--ep-gin-contexts <N>': 0 is not in 1..=1024"),
+        // The fixes they name lead somewhere: multiples of 4 from 4; no sweep to pick from.
+        (vec!["-b", "0", "-e", "0"], "multiples of 4, from 4"),
+        (vec!["--bg", "none", "--profile-size", "1M"], "drop --profile-size, or give a background"),
     ] {
         let o = Command::new(BIN).args(&args).output().unwrap();
         let e = String::from_utf8_lossy(&o.stderr);

@@ -288,7 +288,13 @@ fn main() {
             ));
             std::process::exit(Exit::Usage as i32);
         }
-        console::err(&format!("{PROG}: error: {} (fix: see ginbench --help)\n", ginbench::error::clap_one_line(&e)));
+        // The help to see is the subcommand's, where one was named.
+        let help = std::env::args_os()
+            .nth(1)
+            .and_then(|s| s.into_string().ok())
+            .filter(|s| <Cli as clap::CommandFactory>::command().find_subcommand(s).is_some())
+            .map_or("ginbench --help".to_string(), |s| format!("ginbench {s} --help"));
+        console::err(&format!("{PROG}: error: {} (fix: see {help})\n", ginbench::error::clap_one_line(&e)));
         std::process::exit(bad_input_exit())
     });
     match cli.cmd {

@@ -349,6 +349,12 @@ impl Config {
                 let min = sizes::parse_size(a.minbytes.as_deref().unwrap_or("1M"))?;
                 let max = sizes::parse_size(a.maxbytes.as_deref().unwrap_or("1G"))?;
                 let step = sizes::parse_size(a.stepbytes.as_deref().unwrap_or("1M"))?;
+                if min == 0 {
+                    return Err(Error::usage(
+                        "-b 0: a background all-reduce moves one float at least",
+                        "use -b, -e and -i in multiples of 4, from 4 (--bg none for no background)",
+                    ));
+                }
                 let sweep = sizes::byte_sweep(min, max, a.stepfactor.unwrap_or(4), step)?;
                 // The all-reduce is of floats: a size that is not whole floats would be timed and
                 // reported as bytes it never moved.
@@ -372,6 +378,12 @@ impl Config {
         };
         let profile_bg = a.common.profile_size.as_deref().map(sizes::parse_size).transpose()?;
         if let Some(p) = profile_bg {
+            if a.bg == BgOp::None {
+                return Err(Error::usage(
+                    "--profile-size names a background size, and --bg none has no background",
+                    "drop --profile-size, or give a background (--bg allreduce)",
+                ));
+            }
             if !bg_sizes.contains(&p) {
                 return Err(Error::usage(
                     format!("--profile-size {p} is not one of the background sizes"),

@@ -159,7 +159,7 @@ macro_rules! knobs {
             #[arg(help = concat!($who, " communicator: ncclConfig_t splitShare (1: share the parent's resources)"))]
             #[arg(id = concat!($p, "-split-share"), long = concat!($p, "-split-share"), value_name = "0|1")]
             #[arg(value_parser = $crate::driver::cli::zero_or_one())]
-            pub split_share: Option<u32>,
+            pub split_share: Option<bool>,
             #[arg(help = concat!($who, " communicator: ncclConfig_t netName (e.g. IB, Socket)"))]
             #[arg(id = concat!($p, "-net-name"), long = concat!($p, "-net-name"), value_name = "NAME")]
             pub net_name: Option<String>,
@@ -177,10 +177,7 @@ macro_rules! knobs {
                     cga_cluster_size: self.cga_cluster_size,
                     min_ctas: self.min_ctas,
                     max_ctas: self.max_ctas,
-                    split_share: self
-                        .split_share
-                        .map(|v| crate::driver::cli::flag01(v, concat!("--", $p, "-split-share")))
-                        .transpose()?,
+                    split_share: self.split_share,
                     net_name: self.net_name.clone(),
                     traffic_class: self.traffic_class,
                 };
@@ -553,7 +550,7 @@ mod tests {
             (vec!["-g", "4", "--ep", "2", "--experts", "5", "--topk", "2"], "does not divide over 2 ranks"),
             (vec!["-b", "2G", "-e", "1G"], "-b 2147483648 is larger than -e 1073741824"),
             (vec!["-f", "0"], "step factor -f is 0"),
-            (vec!["-b", "0", "-e", "0", "-f", "1"], "background size 0 is not a whole number of floats"),
+            (vec!["-b", "0", "-e", "0", "-f", "1"], "-b 0: a background all-reduce moves one float at least"),
             (vec!["-b", "1", "-e", "1"], "background size 1 is not a whole number of floats"),
             (vec!["-b", "4", "-e", "12", "-f", "1", "-i", "6"], "background size 10 is not a whole number"),
             (

@@ -218,7 +218,7 @@ fn bindings(inp: &Inputs) {
             .clang_arg(format!("-I{}", inp.cuda.join("include/cccl").display()))
             .allowlist_function("ncclCommQueryProperties")
             .allowlist_type("nccl(CommProperties|CommProperties_t|GinType_t|GinConnectionType_t)")
-            .allowlist_function("nccl(GetVersion|GetUniqueId|CommInitRank|CommInitRankConfig|CommSplit|CommDestroy|CommFinalize|CommAbort|CommGetAsyncError|GetErrorString|GetLastError|GroupStart|GroupEnd|Send|Recv|AlltoAll|AllReduce|MemAlloc|MemFree|CommRegister|CommDeregister|CommWindowRegister|CommWindowDeregister|DevCommCreate|DevCommDestroy|CommCount|CommUserRank|CommCuDevice|TeamLsa|TeamWorld)")
+            .allowlist_function("nccl(GetVersion|GetUniqueId|CommInitRank|CommSplit|CommDestroy|CommAbort|CommGetAsyncError|GetErrorString|GetLastError|GroupStart|GroupEnd|Send|Recv|AlltoAll|AllReduce|MemAlloc|MemFree|CommRegister|CommDeregister|CommWindowRegister|CommWindowDeregister|DevCommCreate|DevCommDestroy|CommCount|CommUserRank|TeamLsa)")
             .allowlist_type("nccl(Result_t|DataType_t|RedOp_t|UniqueId|Comm|Comm_t|Window_t|DevComm|DevComm_t|DevCommRequirements|DevCommRequirements_t|Config_t|Team|Team_t)")
             .allowlist_var("NCCL_(MAJOR|MINOR|PATCH|VERSION_CODE|WIN_.*|UNIQUE_ID_BYTES)")
             .opaque_type("ncclDevComm")
@@ -248,6 +248,9 @@ fn kernels(inp: &Inputs) {
         .map(String::from)
         .to_vec(),
     };
+    // The targets, for the message of a GPU that cannot load the kernels.
+    let targets: Vec<&str> = gencode.iter().filter_map(|g| g.rsplit_once("code=").map(|(_, c)| c)).collect();
+    println!("cargo:rustc-env=GINBENCH_KERNEL_TARGETS={}", targets.join(" "));
     let mut args: Vec<String> =
         ["-fatbin", "-std=c++17", "-O3", "-lineinfo", "-Xptxas=-warn-spills"].map(String::from).to_vec();
     args.extend(gencode);

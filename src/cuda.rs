@@ -99,7 +99,10 @@ impl Gpu {
             let m = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(image.to_vec())).map_err(|e| {
                 Error::new(
                     crate::error::Exit::Cuda,
-                    format!("loading kernels '{name}' on GPU {ordinal}: {e} (built for sm_90/sm_100 + PTX)"),
+                    format!(
+                        "loading kernels '{name}' on GPU {ordinal}: {e} (built for {})",
+                        env!("GINBENCH_KERNEL_TARGETS")
+                    ),
                 )
             })?;
             modules.insert(*name, m);

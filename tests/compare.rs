@@ -1,7 +1,7 @@
 //! The regression gate: verdicts, fail-closed rules, outputs, exit codes, and a fuzzed loader.
 use ginbench::report::compare::{self, Verdict};
 use ginbench::report::json;
-use ginbench::report::schema::*;
+use ginbench::results::*;
 use std::process::Command;
 
 mod common;

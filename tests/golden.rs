@@ -1,8 +1,8 @@
 //! Table, JSON and CSV rendering against golden files; JSON round trip and loader errors.
 //! Regenerate the golden files with GINBENCH_BLESS=1 after an intended format change, and read
 //! the diff.
-use ginbench::report::schema::*;
 use ginbench::report::{csv, json, table};
+use ginbench::results::*;
 use std::collections::BTreeMap;
 
 mod common;

@@ -1,9 +1,9 @@
 //! interference_perf on a machine without GPUs: its command line, its rows (table, JSON, CSV
 //! against golden files), the gate on them and the report.
 use ginbench::report::compare::{self, Verdict};
-use ginbench::report::schema::*;
 use ginbench::report::sidebyside::{self, Labeled};
 use ginbench::report::{csv, json, table};
+use ginbench::results::*;
 use std::process::Command;
 
 mod common;

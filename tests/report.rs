@@ -1,7 +1,7 @@
 //! `ginbench report`: two runs side by side, with ratios, environment differences and plots.
-use ginbench::report::schema::*;
 use ginbench::report::sidebyside::{self, Labeled};
 use ginbench::report::{compare, json, plots};
+use ginbench::results::*;
 
 mod common;
 

@@ -342,11 +342,11 @@ impl<'a> Step<'a> {
         for j in 0..ops {
             wrong += checker.verify(gpu, recv + at(j), n as u32, key(j))?;
             if !self.inplace {
-                wrong += checker.unchanged(gpu, send + at(j), elems, key(j))?;
+                wrong += checker.changed(gpu, send + at(j), elems, key(j))?;
             }
         }
         for &(start, stop) in &guards {
-            wrong += checker.unchanged(gpu, r.recv.ptr + start, (stop - start) / elt, guard_key(start))?;
+            wrong += checker.changed(gpu, r.recv.ptr + start, (stop - start) / elt, guard_key(start))?;
         }
         Ok(wrong)
     }

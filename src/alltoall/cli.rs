@@ -1,6 +1,6 @@
 //! `alltoall_perf` command line: nccl-tests flags with their meanings, plus ginbench's own.
 use super::registry::{self, ImplInfo};
-use crate::driver::cli::{flag01, help_footer, iterations, zero_or_one, Asked, CommonArgs, GinArgs, VERSION};
+use crate::driver::cli::{help_footer, iterations, zero_or_one, Asked, CommonArgs, GinArgs, VERSION};
 use crate::driver::Common;
 use crate::dtype::Dtype;
 use crate::error::{Error, Result};
@@ -41,8 +41,8 @@ pub struct Args {
     #[arg(short = 'd', long = "datatype", default_value = "float")]
     pub datatype: String,
     /// 1: synchronize the stream after every operation
-    #[arg(short = 'z', long = "blocking", default_value_t = 0, value_parser = zero_or_one())]
-    pub blocking: u32,
+    #[arg(short = 'z', long = "blocking", default_value = "0", value_parser = zero_or_one(), action = clap::ArgAction::Set)]
+    pub blocking: bool,
     /// Buffer registration: 0 none, 1 ncclCommRegister, 2 symmetric window
     #[arg(short = 'R', long = "local_register", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=2))]
     pub local_register: u32,
@@ -50,8 +50,8 @@ pub struct Args {
     #[arg(short = 'D', long = "device_implementation", default_value = "0")]
     pub implementation: String,
     /// 1: report host enqueue (CPU) time instead of completion time
-    #[arg(short = 'C', long = "report_cputime", default_value_t = 0, value_parser = zero_or_one())]
-    pub report_cputime: u32,
+    #[arg(short = 'C', long = "report_cputime", default_value = "0", value_parser = zero_or_one(), action = clap::ArgAction::Set)]
+    pub report_cputime: bool,
     #[command(flatten)]
     pub gin: GinArgs,
 }
@@ -84,7 +84,7 @@ impl Config {
         let asked = Asked::new(&a.implementation, impls.iter().map(|i| (i.name, i.emulated(), i.real_gin())));
         let common = Common::from_args(&a.common, asked, command)?;
         registry::check_registration(a.local_register, &impls)?;
-        let blocking = flag01(a.blocking, "-z")?;
+        let blocking = a.blocking;
         if blocking && common.graph_launches > 0 {
             return Err(Error::usage("-z 1 cannot be combined with -G", "drop one of them"));
         }
@@ -108,7 +108,7 @@ impl Config {
             blocking,
             register: a.local_register,
             impls,
-            cputime: flag01(a.report_cputime, "-C")?,
+            cputime: a.report_cputime,
             profile_size,
             gin,
         })

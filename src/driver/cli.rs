@@ -1,7 +1,6 @@
 //! The flags every benchmark shares (nccl-tests' where they overlap), validated once. Each
 //! benchmark flattens [`CommonArgs`] into its own clap struct and adds its own flags.
 use crate::error::{Error, Result};
-use clap::Parser;
 use std::path::{Path, PathBuf};
 
 /// `--version`: the crate version and the git commit the binary was built from (as the JSON's
@@ -23,10 +22,12 @@ Exit codes: 0 ok, 1 internal error, 2 CUDA error, 3 NCCL error, 4 timeout, 5 not
 /// would exhaust memory or run for days instead of failing at once.
 pub const MAX_ITERATIONS: u32 = 1_000_000;
 
-/// Parser of a 0 / 1 flag (`-z`, `-C`, `-I`, `--*-split-share`): a value outside names the range,
-/// not u32's.
-pub fn zero_or_one() -> clap::builder::RangedI64ValueParser<u32> {
-    clap::value_parser!(u32).range(0..=1)
+/// Parser of a 0 / 1 flag (`-z`, `-C`, `-I`, `--*-split-share`; nccl-tests spells its switches
+/// so) into a bool: a value outside names the range, not u32's. The flag takes its value
+/// (`action = Set`), as bool fields otherwise take none.
+pub fn zero_or_one() -> impl clap::builder::TypedValueParser<Value = bool> {
+    use clap::builder::TypedValueParser;
+    clap::value_parser!(u32).range(0..=1).map(|v| v == 1)
 }
 
 /// Parser of an iteration-count flag: `least..=MAX_ITERATIONS`.
@@ -68,8 +69,8 @@ pub struct CommonArgs {
     #[arg(short = 'V', long = "device_cta_count", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1024))]
     pub cta_count: u32,
     /// 1: add per-iteration p50 / p99 columns to the table (EP tables always show them)
-    #[arg(short = 'I', long = "per_iter_timing", default_value_t = 0, value_parser = zero_or_one())]
-    pub per_iter_timing: u32,
+    #[arg(short = 'I', long = "per_iter_timing", default_value = "0", value_parser = zero_or_one(), action = clap::ArgAction::Set)]
+    pub per_iter_timing: bool,
     /// Write results as JSON (schema ginbench/1) to FILE (`-` for stdout; the table then goes to stderr)
     #[arg(short = 'J', long = "output_file", value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -184,15 +185,6 @@ pub struct Common {
     pub command: String,
 }
 
-/// A 0 / 1 flag (`-z`, `-C`, `-I`).
-pub fn flag01(v: u32, flag: &str) -> Result<bool> {
-    match v {
-        0 => Ok(false),
-        1 => Ok(true),
-        _ => Err(Error::usage(format!("{flag} {v} is not 0 or 1"), format!("use {flag} 0 or {flag} 1"))),
-    }
-}
-
 /// A comma-separated list, each item parsed; an empty list or item is an error, and a repeated
 /// value (also one spelled two ways, e.g. bf16,bfloat16) is kept once, as a row measured twice
 /// would pass for a second cycle.
@@ -245,7 +237,7 @@ impl Common {
         let local_ranks = a.nthreads.checked_mul(a.ngpus).filter(|&r| r <= 4096).ok_or_else(|| {
             Error::usage(format!("-t {} × -g {} ranks in one process", a.nthreads, a.ngpus), "use -t × -g ≤ 4096")
         })?;
-        let per_iter = flag01(a.per_iter_timing, "-I")?;
+        let per_iter = a.per_iter_timing;
         let ranks = launcher_world_size().or((!crate::bootstrap::launched_by_mpi()).then_some(local_ranks));
         if ranks == Some(0) {
             return Err(Error::env(
@@ -393,11 +385,6 @@ pub fn check_distinct(a: (&Path, &str), b: (&Path, &str)) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// Parse a benchmark's argv: help and version print and exit 0; errors are one line, exit 6.
-pub fn parse<A: Parser>(prog: &str, argv: Vec<String>) -> Result<A> {
-    crate::error::parse_args(prog, argv)
 }
 
 #[cfg(test)]

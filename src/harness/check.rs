@@ -9,7 +9,7 @@ pub struct Checker {
     fill: CudaFunction,
     poison: CudaFunction,
     verify: CudaFunction,
-    unchanged: CudaFunction,
+    changed: CudaFunction,
     wrong: CudaSlice<u64>,
     /// Every check of a process gets a new seed.
     seeds: Seeds,
@@ -113,7 +113,7 @@ impl Checker {
             fill: f("fill")?,
             poison: f("poison")?,
             verify: f("verify")?,
-            unchanged: f("unchanged")?,
+            changed: f("changed")?,
             wrong: gpu.stream.alloc_zeros::<u64>(1)?,
             seeds: Seeds::default(),
             brk: Break::from_env()?,
@@ -158,9 +158,9 @@ impl Checker {
     }
 
     /// Elements among `count` that no longer hold `key`'s fill.
-    pub fn unchanged(&mut self, gpu: &Gpu, buf: u64, count: u64, key: Key) -> Result<u64> {
+    pub fn changed(&mut self, gpu: &Gpu, buf: u64, count: u64, key: Key) -> Result<u64> {
         gpu.stream.memset_zeros(&mut self.wrong)?;
-        let mut b = gpu.stream.launch_builder(&self.unchanged);
+        let mut b = gpu.stream.launch_builder(&self.changed);
         b.arg(&buf).arg(&count).arg(&key.block).arg(&key.seed).arg(&key.rank).arg(&key.base).arg(&mut self.wrong);
         unsafe { b.launch(grid(count)) }?;
         Ok(gpu.stream.clone_dtoh(&self.wrong)?[0])

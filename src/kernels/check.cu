@@ -82,8 +82,8 @@ __device__ void count_bad(uint64_t count, Bad bad, unsigned long long* wrong) {
     count_bad(c * nranks, [&](uint64_t i) { return buf[i] != expected<T>(seed, rank, c, base, i); }, wrong); \
   }                                                                                                          \
   /* Elements that no longer hold their fill (a send buffer, a guard). */                                    \
-  extern "C" __global__ void gb_unchanged_##SUFFIX(const T* buf, uint64_t count, uint64_t c, uint32_t seed,  \
-                                                   uint32_t rank, uint64_t base, unsigned long long* wrong) { \
+  extern "C" __global__ void gb_changed_##SUFFIX(const T* buf, uint64_t count, uint64_t c, uint32_t seed,    \
+                                                 uint32_t rank, uint64_t base, unsigned long long* wrong) {  \
     count_bad(count, [&](uint64_t i) { return buf[i] != filled<T>(seed, rank, c, base, i); }, wrong);        \
   }
 

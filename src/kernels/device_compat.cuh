@@ -1,7 +1,8 @@
 // The one place for device-side differences between NCCL device-API generations.
 //
-// 2.28.x: unversioned ncclDevComm, ncclGin_SignalInc; 2.29+: versioned structs, strong / weak
-// signals (ncclGin_StrongSignalInc / ncclGin_WeakSignalInc). The LSA calls used here
+// 2.28.x: unversioned ncclDevComm, ncclGin_SignalInc; 2.29+: versioned structs; 2.30: GIN barriers
+// reworked; 2.30.5: strong / weak signals (ncclGin_StrongSignalInc / ncclGin_WeakSignalInc). The
+// LSA calls used here
 // (ncclLsaBarrierSession, ncclGetLsaPointer, ncclGetLocalPointer) are the same in both.
 #pragma once
 #include <nccl.h>

@@ -7,7 +7,7 @@
 #include "device_compat.cuh"
 #include "splitmix.cuh"
 
-// Mirrors src/ep/kernels.rs `EpArgs`.
+// Mirrors src/ep/device.rs `Args`.
 struct EpArgs {
   int tokens;      // tokens of this rank in this launch
   int max_tokens;  // capacity per source rank (LL slots, HT rows and combine slots)

@@ -1,6 +1,7 @@
-// splitmix64 (Steele, Lea, Flood 2014): the mixer behind every check pattern on the device
+// splitmix64 (Steele, Lea, Flood 2014): the mixer behind the check patterns on the device
 // (check.cu's alltoall patterns, ep_common.cuh's token values, ceiling.cu's copy patterns). One
-// definition, so all stay the same function of their input.
+// definition, so all stay the same function of their input. (The all-reduce check draws 2-bit
+// values its own way, reduce_check.cu, so that float sums of them stay exact.)
 #pragma once
 #include <stdint.h>
 

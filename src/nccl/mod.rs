@@ -74,7 +74,7 @@ pub struct UniqueId(pub ffi::ncclUniqueId);
 
 impl UniqueId {
     pub fn new() -> Result<UniqueId> {
-        let mut id = ffi::ncclUniqueId { internal: [0; 128] };
+        let mut id = ffi::ncclUniqueId { internal: [0; ffi::NCCL_UNIQUE_ID_BYTES as usize] };
         check(unsafe { lib().ncclGetUniqueId(&mut id) }, "ncclGetUniqueId", std::ptr::null_mut())?;
         Ok(UniqueId(id))
     }
@@ -82,10 +82,11 @@ impl UniqueId {
         self.0.internal.iter().map(|&c| c as u8).collect()
     }
     pub fn from_bytes(b: &[u8]) -> Result<UniqueId> {
-        if b.len() != 128 {
-            return Err(Error::internal(format!("ncclUniqueId of {} bytes, expected 128", b.len())));
+        const BYTES: usize = ffi::NCCL_UNIQUE_ID_BYTES as usize;
+        if b.len() != BYTES {
+            return Err(Error::internal(format!("ncclUniqueId of {} bytes, expected {BYTES}", b.len())));
         }
-        let mut id = ffi::ncclUniqueId { internal: [0; 128] };
+        let mut id = ffi::ncclUniqueId { internal: [0; ffi::NCCL_UNIQUE_ID_BYTES as usize] };
         for (d, s) in id.internal.iter_mut().zip(b) {
             *d = *s as std::ffi::c_char;
         }

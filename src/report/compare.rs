@@ -20,7 +20,7 @@
 //! infinite or negative bandwidths). Interference rows gate on `time_us`, which is the foreground's
 //! together time: what a training step waits for; their alone / together times and slowdowns (both
 //! sides) must be finite and above 0 as well, and the overlap in 0..1.
-use super::schema::{wrong_total, Row, Run, Status};
+use crate::results::{wrong_total, Row, Run, Status};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -85,7 +85,7 @@ pub struct Finding {
     pub candidate_us: Option<f64>,
     /// Candidate time over baseline time, minus 1 (+0.10 = 10 % slower).
     pub change: Option<f64>,
-    /// The slowest the baseline itself was (repeated runs or p99).
+    /// The slowest the baseline itself was, over its cycles.
     pub baseline_limit_us: Option<f64>,
     pub baseline_busbw_gbps: Option<f64>,
     pub candidate_busbw_gbps: Option<f64>,

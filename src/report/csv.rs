@@ -2,7 +2,7 @@
 //! them, in the struct's order, nested objects flattened as `outer.inner` (`wire_bytes.nvl`), every
 //! field present even where a row has none; so a field added to `Row` appears here by itself.
 //! Cells are the JSON values: strings bare, null empty, numbers as JSON writes them (exact).
-use super::schema::Row;
+use crate::results::Row;
 use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::cell::RefCell;

@@ -1,5 +1,5 @@
 //! JSON output (schema ginbench/1) and loading.
-use super::schema::{Run, BENCHMARKS, SCHEMA};
+use crate::results::{Run, BENCHMARKS, SCHEMA};
 use std::path::Path;
 
 pub fn to_string(run: &Run) -> String {

@@ -1,13 +1,11 @@
-//! Output formats. Nothing here touches CUDA or NCCL: everything renders from `schema` types.
+//! Output formats. Nothing here touches CUDA or NCCL: everything renders from the results types
+//! (`crate::results`).
 pub mod compare;
 pub mod csv;
 pub mod json;
 pub mod plots;
 pub mod sidebyside;
 pub mod table;
-
-/// The results types live in `crate::results`; the output formats read them as `schema`.
-pub use crate::results as schema;
 
 use std::io::Write;
 use std::path::Path;
@@ -106,7 +104,11 @@ pub fn print_text(json_stdout: bool, s: &str) {
 
 /// Write a finished run where the flags asked: JSON to `json` (`-` = stdout) and the rows as CSV
 /// to `csv`, each atomically. Returns the lines to show under the table.
-pub fn write_outputs(run: &schema::Run, json: Option<&Path>, csv: Option<&Path>) -> Result<Vec<String>, String> {
+pub fn write_outputs(
+    run: &crate::results::Run,
+    json: Option<&Path>,
+    csv: Option<&Path>,
+) -> Result<Vec<String>, String> {
     let mut shown = vec![];
     match json {
         Some(p) if p == Path::new("-") => crate::console::out(&json::to_string(run)).map_err(|e| e.to_string())?,

@@ -4,7 +4,7 @@
 //! and time per phase and tokens per rank, with ratios to the first run, and SVG plots, and what
 //! was not measured (skipped, failed or wrong); written as Markdown and HTML.
 use super::plots::{self, Series};
-use super::schema::{Row, Run, Status};
+use crate::results::{Row, Run, Status};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
@@ -147,7 +147,7 @@ fn env_table(runs: &[Labeled]) -> Table {
             e.hosts.len().to_string(),
             e.gpu_summary(),
             e.driver.clone(),
-            super::schema::version_string(e.nccl.library),
+            crate::results::version_string(e.nccl.library),
             format!("{} ({})", e.gin.kind, if e.gin.connection.is_empty() { "-" } else { &e.gin.connection }),
             match super::compare::gin_backend(&l.run) {
                 "loopback" => format!("loopback, {} node(s): not a network", e.gin.nodes),

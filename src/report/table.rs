@@ -1,6 +1,6 @@
 //! The nccl-tests table: same columns, widths and number formats, so existing parsers keep
 //! working. Extra columns (per-iteration p50 / p99) appear only with `-I 1`.
-use super::schema::{Row, Status};
+use crate::results::{Row, Status};
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Style {
@@ -128,11 +128,6 @@ pub fn line(out: &Row, inp: &Row, style: Style) -> Option<String> {
 /// The comment line explaining a row that did not run (print each reason once per table).
 pub fn reason(r: &Row) -> Option<String> {
     (r.status != Status::Ok).then(|| format!("# {}: {}\n", r.status, r.reason.as_deref().unwrap_or("no reason given")))
-}
-
-/// The reason lines of `rows` not yet in `shown` (each reason once per table).
-pub fn new_reasons(shown: &mut std::collections::HashSet<String>, rows: &[&Row]) -> String {
-    rows.iter().filter_map(|r| reason(r)).filter(|why| shown.insert(why.clone())).collect()
 }
 
 /// nccl-tests' closing lines: wrong rows and the mean bus bandwidth.

@@ -1,5 +1,5 @@
 //! Builders shared by the integration tests.
-use ginbench::report::schema::*;
+use ginbench::results::*;
 
 /// An ok, checked, out-of-place float row; bandwidths follow from size and time (4 ranks).
 pub fn row(impl_name: &str, size: u64, time: f64, p99: f64, cycle: u32) -> Row {

@@ -17,7 +17,7 @@
 //! on the host over `iters` rounds after warm-up, every stream drained before and after. Every
 //! copy is checked: sources hold a pattern per (source, destination), receive slots are poisoned
 //! with its complement before a measurement and verified after it (`wrong`, in bytes).
-use crate::cuda::Gpu;
+use crate::cuda::{Gpu, THREADS};
 use crate::error::{Error, Result};
 use crate::results::{Placement, Row, Status};
 use cudarc::driver::{sys, CudaContext, CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
@@ -115,9 +115,6 @@ pub struct Settings {
     pub ctas: u32,
 }
 
-/// Threads per CTA of the SM copy kernel; src/kernels/device_compat.cuh's GB_THREADS.
-const THREADS: u32 = 512;
-
 /// Most GPUs of one measurement; src/kernels/ceiling.cu's GB_CEILING_MAX_DSTS is one fewer.
 pub const MAX_GPUS: usize = 8;
 const MAX_DSTS: usize = MAX_GPUS - 1;
@@ -211,7 +208,7 @@ impl Side {
 
 /// The check kernels' grid: a wave over the GPU, grid-stride inside.
 fn check_launch() -> LaunchConfig {
-    LaunchConfig { grid_dim: (264, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+    crate::cuda::grid(crate::cuda::WAVE, 0)
 }
 
 pub struct Host {

@@ -1,7 +1,7 @@
 //! CUDA through cudarc's driver API (dynamically loaded): one `Gpu` per rank, with its stream
 //! and the kernels that build.rs compiled into fatbins and embedded in the binary.
 use crate::error::{Error, Result};
-use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream};
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream, LaunchConfig};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -69,6 +69,24 @@ pub fn kernel_driver_version() -> String {
                 .map(String::from)
         })
         .unwrap_or_default()
+}
+
+/// Threads per CTA of every kernel: src/kernels/device_compat.cuh's GB_THREADS, which their
+/// launch bounds name.
+pub const THREADS: u32 = 512;
+
+/// CTAs of the untimed kernels that fill and check buffers with grid-stride loops: two per SM of
+/// a 132-SM H100 or H200, a wave of the GPU.
+pub const WAVE: u32 = 264;
+
+/// `ctas` CTAs of THREADS threads, with `smem` bytes of dynamic shared memory.
+pub fn grid(ctas: u32, smem: u32) -> LaunchConfig {
+    LaunchConfig { grid_dim: (ctas.max(1), 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: smem }
+}
+
+/// A thread per element of `count`, at most 1024 CTAs (grid-stride loops do the rest).
+pub fn grid_for(count: u64) -> LaunchConfig {
+    grid(count.div_ceil(u64::from(THREADS)).min(1024) as u32, 0)
 }
 
 pub struct Gpu {

@@ -330,6 +330,13 @@ pub struct Row {
     pub background: Option<Background>,
 }
 
+impl Row {
+    /// Its check counted wrong elements.
+    pub fn is_wrong(&self) -> bool {
+        self.wrong.unwrap_or(0) > 0
+    }
+}
+
 /// Wrong elements over rows (saturating: counts may come from files).
 pub fn wrong_total<'a>(rows: impl IntoIterator<Item = &'a Row>) -> u64 {
     rows.into_iter().filter_map(|r| r.wrong).fold(0, u64::saturating_add)
@@ -394,7 +401,7 @@ impl Summary {
             } else {
                 measured.iter().sum::<f64>() / measured.len() as f64
             },
-            rows_wrong: rows.iter().filter(|r| r.wrong.unwrap_or(0) > 0).count() as u64,
+            rows_wrong: rows.iter().filter(|r| r.is_wrong()).count() as u64,
             rows_failed: rows.iter().filter(|r| r.status == Status::Failed).count() as u64,
             rows_skipped: rows.iter().filter(|r| r.status == Status::Skipped).count() as u64,
         }

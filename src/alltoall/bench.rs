@@ -455,27 +455,18 @@ const GIN: &str = "/gin";
 
 fn config_json(c: &Config) -> serde_json::Value {
     serde_json::json!({
-        "local_ranks": c.common.local_ranks,
         "min_bytes": c.min_bytes,
         "max_bytes": c.max_bytes,
-        "iters": c.common.iters,
-        "warmup_iters": c.common.warmup,
         "agg_iters": c.agg,
-        "run_cycles": c.common.cycles,
-        "check": c.common.check,
         "datatype": c.dtype.name(),
         "blocking": c.blocking,
         "cudagraph": c.common.graph_launches,
-        "average": c.common.average,
-        "timeout_s": c.common.timeout_s,
         "local_register": c.register,
         "impls": c.impls.iter().map(|i| i.name).collect::<Vec<_>>(),
         "device_cta_count": c.common.ctas,
         "report_cputime": c.cputime,
         "per_iter_timing": c.common.per_iter,
-        "emulate_nodes": c.common.emulate_nodes,
         "profile_size": c.profile_size,
-        "require_gin": c.common.require_gin,
         "gin": c.gin,
     })
 }

@@ -69,7 +69,7 @@ impl Impl for GinA2a {
         let (rw, ro) = r.window(recv)?;
         let (sw, rw) = (sw as u64, rw as u64);
         let bytes = count * r.dtype.size();
-        let cfg = LaunchConfig { grid_dim: (self.ctas, 1, 1), block_dim: (512, 1, 1), shared_mem_bytes: 0 };
+        let cfg = crate::cuda::grid(self.ctas, 0);
         let mut b = r.gpu.stream.launch_builder(&self.func);
         b.arg(&sw).arg(&so).arg(&rw).arg(&ro).arg(&bytes);
         let sig;

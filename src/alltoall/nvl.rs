@@ -1,13 +1,10 @@
 //! `nvl-simple` (-D 1), `nvl` (-D 2), `nvl-ll` (-D 5), `nvl-pull` (-D 7) and `nvl-ll128` (-D 11): alltoall
 //! over NVLink through NCCL's device API. Kernels in src/kernels/nvl.cu.
 use super::{Impl, InPlace, Rank};
-use crate::cuda::Gpu;
+use crate::cuda::{Gpu, THREADS};
 use crate::error::Result;
 use crate::nccl::{compat, compat::DevComm, SymBuffer};
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
-
-/// Threads per CTA; src/kernels/device_compat.cuh's GB_THREADS.
-const THREADS: u32 = 512;
 
 /// nvl-ll staging capacity per source rank and buffer; it carries 8 data bytes per 16, so the
 /// largest block per peer is half of it.

@@ -229,6 +229,25 @@ pub fn resolve_impls<T>(
 }
 
 impl Common {
+    /// The settings of the shared flags every benchmark's JSON `config` holds.
+    pub fn config_json(&self) -> serde_json::Map<String, serde_json::Value> {
+        use serde_json::json;
+        [
+            ("local_ranks", json!(self.local_ranks)),
+            ("iters", json!(self.iters)),
+            ("warmup_iters", json!(self.warmup)),
+            ("run_cycles", json!(self.cycles)),
+            ("check", json!(self.check)),
+            ("average", json!(self.average)),
+            ("timeout_s", json!(self.timeout_s)),
+            ("emulate_nodes", json!(self.emulate_nodes)),
+            ("require_gin", json!(self.require_gin)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
     /// Validate the shared flags against what `-D` asked for.
     pub fn from_args(a: &CommonArgs, asked: Asked, command: String) -> Result<Common> {
         if a.nthreads == 0 || a.ngpus == 0 {

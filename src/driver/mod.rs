@@ -28,7 +28,8 @@ pub trait Benchmark: Send + Sync + 'static {
     /// The results' `benchmark` field.
     const KIND: &'static str;
     fn common(&self) -> &Common;
-    /// The run's settings after defaults, for the JSON's `config`.
+    /// The run's settings after defaults, for the JSON's `config` (the driver adds the shared
+    /// flags', [`Common::config_json`]).
     fn config_json(&self) -> serde_json::Value;
     /// Names of the impls of this run that need NCCL's GIN (for `--require-gin`).
     fn real_gin_impls(&self) -> Vec<&'static str>;
@@ -82,7 +83,11 @@ fn run_rank<B: Benchmark>(bench: &B, boot: &dyn Bootstrap, device: usize) -> Res
             "NCCL_DEBUG=WARN shows the plugin's own line (it starts 'ginbench-loopback:'); check the GINBENCH_LOOPBACK_* variables",
         ));
     }
-    let mut out = Output::new::<B>(boot.rank() == 0, c, env.clone(), started_at, bench.config_json());
+    let mut config = bench.config_json();
+    if let serde_json::Value::Object(m) = &mut config {
+        m.extend(c.config_json());
+    }
+    let mut out = Output::new::<B>(boot.rank() == 0, c, env.clone(), started_at, config);
     out.preamble(boot, &gpu, &bench.describe(&env));
     let ctx = RankCtx { boot, gpu: &gpu, comm: &comm, env: &env };
     let result = bench.sweep(&ctx, &mut out);

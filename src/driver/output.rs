@@ -179,7 +179,7 @@ impl Output {
     }
 
     pub fn wrong_rows(&self) -> u64 {
-        self.rows.iter().filter(|r| r.wrong.unwrap_or(0) > 0).count() as u64
+        self.rows.iter().filter(|r| r.is_wrong()).count() as u64
     }
 
     /// The footer, then the results files (rank 0).

@@ -460,7 +460,6 @@ const GIN: &str = "/gin";
 
 fn config_json(c: &Config) -> serde_json::Value {
     serde_json::json!({
-        "local_ranks": c.common.local_ranks,
         "modes": c.modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
         "preset": c.preset,
         "hidden": c.shape.hidden,
@@ -472,16 +471,8 @@ fn config_json(c: &Config) -> serde_json::Value {
         "masked": c.masked,
         "seed": c.seed,
         "impls": c.impls.iter().map(|i| i.name).collect::<Vec<_>>(),
-        "emulate_nodes": c.common.emulate_nodes,
-        "iters": c.common.iters,
-        "warmup_iters": c.common.warmup,
-        "check": c.common.check,
         "cudagraph": c.common.graph_launches,
-        "average": c.common.average,
-        "timeout_s": c.common.timeout_s,
         "device_cta_count": c.ctas,
-        "run_cycles": c.common.cycles,
-        "require_gin": c.common.require_gin,
         "profile_tokens": c.profile_tokens,
         "gin": c.gin,
         "order": {

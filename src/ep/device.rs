@@ -3,13 +3,11 @@
 use super::routing::Routing;
 use super::shape::{Payload, Shape};
 use super::Received;
-use crate::cuda::Gpu;
+use crate::cuda::{grid, Gpu, THREADS, WAVE};
 use crate::error::Result;
 use crate::harness::check::Break;
 use cudarc::driver::{sys, CudaFunction, CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
 
-/// Threads per CTA of every EP kernel (GB_THREADS).
-pub const THREADS: u32 = 512;
 /// Tokens per chunk of the deterministic layout (EP_CHUNK).
 pub const CHUNK: usize = 32;
 
@@ -130,11 +128,6 @@ pub fn read<T: Copy + Default>(gpu: &Gpu, ptr: u64, n: usize) -> Result<Vec<T>> 
     Ok(v)
 }
 
-/// Grid of `ctas` CTAs of THREADS threads, `smem` bytes of dynamic shared memory.
-pub fn grid(ctas: u32, smem: u32) -> LaunchConfig {
-    LaunchConfig { grid_dim: (ctas.max(1), 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: smem }
-}
-
 /// Dynamic shared memory for a kernel that needs `need` bytes and must run one CTA per SM (more
 /// than half an SM's), so that `ctas` CTAs occupy exactly `ctas` SMs. Raises the kernel's limit.
 pub fn one_cta_per_sm(gpu: &Gpu, f: &CudaFunction, need: u32) -> Result<u32> {
@@ -200,7 +193,7 @@ impl Inputs {
     pub fn fill(&self, gpu: &Gpu, seed: u32) -> Result<()> {
         let mut b = gpu.stream.launch_builder(&self.f.fill);
         b.arg(&self.x.ptr).arg(&self.args).arg(&seed);
-        unsafe { b.launch(grid(264, 0)) }?;
+        unsafe { b.launch(grid(WAVE, 0)) }?;
         Ok(())
     }
 
@@ -307,7 +300,7 @@ impl Checks {
         let shift = (self.brk == Break::WrongExpert) as i32;
         b.arg(&rec.y).arg(a).arg(&rec.desc).arg(&rec.set).arg(&rec.sel).arg(&rec.per_row).arg(&shift);
         b.arg(&seed);
-        unsafe { b.launch(grid(264, 0)) }?;
+        unsafe { b.launch(grid(WAVE, 0)) }?;
         Ok(())
     }
 
@@ -322,7 +315,7 @@ impl Checks {
         self.count(gpu, |wrong| {
             let mut b = gpu.stream.launch_builder(&self.verify_rows);
             b.arg(&rec.rows).arg(a).arg(&rec.desc).arg(&rec.set).arg(&seed).arg(&wrong);
-            unsafe { b.launch(grid(264, 0)) }?;
+            unsafe { b.launch(grid(WAVE, 0)) }?;
             Ok(())
         })
     }
@@ -332,7 +325,7 @@ impl Checks {
         self.count(gpu, |wrong| {
             let mut b = gpu.stream.launch_builder(&self.verify_combine);
             b.arg(&inp.out.ptr).arg(&inp.args).arg(&inp.idx.ptr).arg(&inp.weight.ptr).arg(&seed).arg(&wrong);
-            unsafe { b.launch(grid(264, 0)) }?;
+            unsafe { b.launch(grid(WAVE, 0)) }?;
             Ok(())
         })
     }

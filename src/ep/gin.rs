@@ -4,11 +4,12 @@
 //! stores into its node's ranks over NVLink and puts to the rest.
 //! The emulated forms run the same kernels on GIN emulated over NVLink between virtual nodes of
 //! one host (`--emulate-nodes N`), so the protocols are checked on any NVLink host.
-use super::device::{grid, one_cta_per_sm, Args, Buf, Inputs, LayoutBufs};
+use super::device::{one_cta_per_sm, Args, Buf, Inputs, LayoutBufs};
 use super::layout::{self, ht_meta_bytes, ht_meta_offset};
 use super::metrics::{Mode, Phase};
 use super::reference::{Layout, Traffic};
 use super::{Ctx, EpImpl, Received};
+use crate::cuda::grid;
 use crate::error::Result;
 use crate::gin_transport::GinTransport;
 use crate::nccl::compat::{self, DevComm};

@@ -2,10 +2,11 @@
 //! expert, counts go round with ncclAllToAll, the host reads them (a host sync, so no CUDA
 //! graph), then NCCL grouped send/recv moves the rows; combine mirrors it and an unpermute
 //! kernel reduces with the top-k weights.
-use super::device::{grid, Buf, ExpertSel, Inputs, LayoutBufs, RowSet};
+use super::device::{Buf, ExpertSel, Inputs, LayoutBufs, RowSet};
 use super::metrics::Phase;
 use super::reference::{undesc, Layout, Traffic};
 use super::{Ctx, EpImpl, Received};
+use crate::cuda::grid;
 use crate::error::{Error, Result};
 use crate::nccl::{self, ffi};
 use cudarc::driver::{CudaFunction, PushKernelArg};

@@ -2,11 +2,12 @@
 //! LL: fixed per-(expert, source) slots, no host sync, CUDA-graph capturable; HT: count
 //! exchange, then each token once per destination rank, straight to its final row. Both combines
 //! read each token's rows in place from the ranks' expert output (a symmetric window).
-use super::device::{grid, one_cta_per_sm, Args, Buf, Inputs, LayoutBufs};
+use super::device::{one_cta_per_sm, Args, Buf, Inputs, LayoutBufs};
 use super::layout::{self, ht_meta_bytes, ht_meta_offset};
 use super::metrics::{Mode, Phase};
 use super::reference::{Layout, Traffic};
 use super::{Ctx, EpImpl, Received};
+use crate::cuda::grid;
 use crate::error::Result;
 use crate::nccl::{compat, compat::DevComm, SymBuffer};
 use cudarc::driver::{CudaFunction, PushKernelArg};

@@ -3,7 +3,7 @@
 //! count elements of a filled region (a send buffer, a guard) that changed.
 use crate::cuda::Gpu;
 use crate::error::Result;
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 
 pub struct Checker {
     fill: CudaFunction,
@@ -93,12 +93,6 @@ impl Seeds {
     }
 }
 
-fn grid(count: u64) -> LaunchConfig {
-    let threads = 512u32;
-    let blocks = count.div_ceil(threads as u64).clamp(1, 1024) as u32;
-    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
-}
-
 impl Checker {
     /// Kernels for elements of `elt` bytes (1, 2, 4 or 8).
     pub fn new(gpu: &Gpu, elt: u64) -> Result<Checker> {
@@ -129,7 +123,7 @@ impl Checker {
     pub fn fill(&self, gpu: &Gpu, buf: u64, count: u64, key: Key) -> Result<()> {
         let mut b = gpu.stream.launch_builder(&self.fill);
         b.arg(&buf).arg(&count).arg(&key.block).arg(&key.seed).arg(&key.rank).arg(&key.base);
-        unsafe { b.launch(grid(count)) }?;
+        unsafe { b.launch(crate::cuda::grid_for(count)) }?;
         Ok(())
     }
 
@@ -144,7 +138,7 @@ impl Checker {
     pub fn poison(&self, gpu: &Gpu, buf: u64, nranks: u32, key: Key) -> Result<()> {
         let mut b = gpu.stream.launch_builder(&self.poison);
         b.arg(&buf).arg(&key.block).arg(&nranks).arg(&key.seed).arg(&key.rank).arg(&key.base);
-        unsafe { b.launch(grid(key.block * nranks as u64)) }?;
+        unsafe { b.launch(crate::cuda::grid_for(key.block * nranks as u64)) }?;
         Ok(())
     }
 
@@ -153,7 +147,7 @@ impl Checker {
         gpu.stream.memset_zeros(&mut self.wrong)?;
         let mut b = gpu.stream.launch_builder(&self.verify);
         b.arg(&buf).arg(&key.block).arg(&nranks).arg(&key.seed).arg(&key.rank).arg(&key.base).arg(&mut self.wrong);
-        unsafe { b.launch(grid(key.block * nranks as u64)) }?;
+        unsafe { b.launch(crate::cuda::grid_for(key.block * nranks as u64)) }?;
         Ok(gpu.stream.clone_dtoh(&self.wrong)?[0])
     }
 
@@ -162,7 +156,7 @@ impl Checker {
         gpu.stream.memset_zeros(&mut self.wrong)?;
         let mut b = gpu.stream.launch_builder(&self.changed);
         b.arg(&buf).arg(&count).arg(&key.block).arg(&key.seed).arg(&key.rank).arg(&key.base).arg(&mut self.wrong);
-        unsafe { b.launch(grid(count)) }?;
+        unsafe { b.launch(crate::cuda::grid_for(count)) }?;
         Ok(gpu.stream.clone_dtoh(&self.wrong)?[0])
     }
 }

@@ -7,7 +7,7 @@ use super::cli::BgOp;
 use crate::cuda::Gpu;
 use crate::error::Result;
 use crate::nccl::{ffi, Comm, DevMem};
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 
 /// Bytes per element of the background (float).
 pub const ELT: u64 = 4;
@@ -25,11 +25,6 @@ pub struct Background {
     poison: CudaFunction,
     verify: CudaFunction,
     wrong: CudaSlice<u64>,
-}
-
-fn grid(count: u64) -> LaunchConfig {
-    let blocks = count.div_ceil(512).clamp(1, 1024) as u32;
-    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (512, 1, 1), shared_mem_bytes: 0 }
 }
 
 /// nccl-tests' all-reduce bandwidths: algbw = bytes / time, busbw = algbw · 2(n-1)/n (GB/s).
@@ -74,14 +69,14 @@ impl Background {
         let rank = self.comm.rank as u32;
         let mut b = self.gpu.stream.launch_builder(&self.fill);
         b.arg(&self.send.ptr).arg(&self.count).arg(&seed).arg(&rank);
-        unsafe { b.launch(grid(self.count)) }?;
+        unsafe { b.launch(crate::cuda::grid_for(self.count)) }?;
         Ok(())
     }
 
     fn poison_recv(&self) -> Result<()> {
         let mut b = self.gpu.stream.launch_builder(&self.poison);
         b.arg(&self.recv.ptr).arg(&self.count);
-        unsafe { b.launch(grid(self.count)) }?;
+        unsafe { b.launch(crate::cuda::grid_for(self.count)) }?;
         Ok(())
     }
 
@@ -117,7 +112,7 @@ impl Background {
         let n = self.comm.nranks as u32;
         let mut b = self.gpu.stream.launch_builder(&self.verify);
         b.arg(&self.recv.ptr).arg(&self.count).arg(&seed).arg(&n).arg(&mut self.wrong);
-        unsafe { b.launch(grid(self.count)) }?;
+        unsafe { b.launch(crate::cuda::grid_for(self.count)) }?;
         self.poison_recv()
     }
 

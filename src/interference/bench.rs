@@ -627,7 +627,6 @@ fn config_json(c: &Config) -> serde_json::Value {
         }),
     };
     serde_json::json!({
-        "local_ranks": c.common.local_ranks,
         "foreground": fg,
         "background": {"op": c.bg.name(), "sizes": c.bg_sizes, "datatype": "float", "redop": "sum"},
         "layout": c.layout,
@@ -635,14 +634,6 @@ fn config_json(c: &Config) -> serde_json::Value {
         "dp": c.dp,
         "comms": {"ep": c.ep_comm, "dp": c.dp_comm},
         "device_cta_count": c.ctas,
-        "iters": c.common.iters,
-        "warmup_iters": c.common.warmup,
-        "check": c.common.check,
-        "average": c.common.average,
-        "run_cycles": c.common.cycles,
-        "timeout_s": c.common.timeout_s,
-        "emulate_nodes": c.common.emulate_nodes,
-        "require_gin": c.common.require_gin,
         "profile_size": c.profile_bg,
         "gate": "time_us is the foreground's together_us (alone_us without a background)",
         "timing": "alone: the standalone benchmark's loop (events around -n iterations); together: the foreground's loop (stretched to hold whole background iterations) while the background, on its own thread and stream, covers it; overlap and the background's together time from per-iteration events",

@@ -60,7 +60,7 @@ impl PlotDir {
 /// A row the tables and plots show: it ran, has a time, and no element was wrong (a wrong row's
 /// time is not a figure: it goes to "Not measured").
 fn measured(r: &Row) -> bool {
-    r.status == Status::Ok && r.time_us.is_some() && r.wrong.unwrap_or(0) == 0
+    r.status == Status::Ok && r.time_us.is_some() && !r.is_wrong()
 }
 
 /// Mean over cycles of the measured rows' time and busbw, per (impl, dtype, placement, size).
@@ -184,7 +184,7 @@ fn preamble(runs: &[Labeled], intro: String) -> Vec<Block> {
     let mut doc = vec![Block::Heading("ginbench report".into()), Block::Text(intro), Block::Table(env_table(runs))];
     doc.extend(mismatch_warnings(runs));
     for l in runs {
-        let wrong = l.run.rows.iter().filter(|r| r.wrong.unwrap_or(0) > 0).count();
+        let wrong = l.run.rows.iter().filter(|r| r.is_wrong()).count();
         if wrong > 0 {
             doc.push(Block::Text(format!(
                 "WARNING: {} has {wrong} rows with wrong data: they are left out of every table and plot (see \"Not measured\").",

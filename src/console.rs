@@ -11,7 +11,7 @@ pub fn out(s: &str) -> Result<()> {
     match o.write_all(s.as_bytes()).and_then(|()| o.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::env(
             format!("writing to standard output: {e}"),
-            "check where the output goes (free space, or a reader that stays open)",
+            "check where the output goes: free space, or a reader that stays open",
         )),
         _ => Ok(()),
     }

@@ -17,7 +17,7 @@
 //! on the host over `iters` rounds after warm-up, every stream drained before and after. Every
 //! copy is checked: sources hold a pattern per (source, destination), receive slots are poisoned
 //! with its complement before a measurement and verified after it (`wrong`, in bytes).
-use crate::cuda::{Gpu, THREADS};
+use crate::cuda::{grid, Gpu, THREADS, WAVE};
 use crate::error::{Error, Result};
 use crate::results::{Placement, Row, Status};
 use cudarc::driver::{sys, CudaContext, CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
@@ -208,7 +208,7 @@ impl Side {
 
 /// The check kernels' grid: a wave over the GPU, grid-stride inside.
 fn check_launch() -> LaunchConfig {
-    crate::cuda::grid(crate::cuda::WAVE, 0)
+    grid(WAVE, 0)
 }
 
 pub struct Host {

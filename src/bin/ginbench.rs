@@ -127,11 +127,13 @@ fn load(path: &Path) -> Result<ginbench::results::Run, String> {
     Ok(run)
 }
 
+/// Bad input to `compare` or `report`: one line, and their documented exit 2.
+fn bad(msg: String) -> i32 {
+    console::err(&format!("{PROG}: error: {msg}\n"));
+    2
+}
+
 fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path>, junit: Option<&Path>) -> i32 {
-    let bad = |msg: String| -> i32 {
-        console::err(&format!("{PROG}: error: {msg}\n"));
-        2
-    };
     let threshold = match compare::parse_threshold(threshold) {
         Ok(t) => t,
         Err(e) => return bad(e),
@@ -184,10 +186,6 @@ fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path
 }
 
 fn run_report(runs: &[PathBuf], labels: &[String], out: &Path) -> i32 {
-    let bad = |msg: String| -> i32 {
-        console::err(&format!("{PROG}: error: {msg}\n"));
-        2
-    };
     if labels.len() > runs.len() {
         return bad(format!("{} --label given for {} runs (one per run, in order)", labels.len(), runs.len()));
     }

@@ -1,7 +1,7 @@
 //! The correctness check on the device (kernels in src/kernels/check.cu): fill send buffers with
 //! a per-rank pattern, poison receive buffers, verify bit-exactly, count wrong elements, and
 //! count elements of a filled region (a send buffer, a guard) that changed.
-use crate::cuda::Gpu;
+use crate::cuda::{grid_for, Gpu};
 use crate::error::Result;
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
 
@@ -123,7 +123,7 @@ impl Checker {
     pub fn fill(&self, gpu: &Gpu, buf: u64, count: u64, key: Key) -> Result<()> {
         let mut b = gpu.stream.launch_builder(&self.fill);
         b.arg(&buf).arg(&count).arg(&key.block).arg(&key.seed).arg(&key.rank).arg(&key.base);
-        unsafe { b.launch(crate::cuda::grid_for(count)) }?;
+        unsafe { b.launch(grid_for(count)) }?;
         Ok(())
     }
 
@@ -138,7 +138,7 @@ impl Checker {
     pub fn poison(&self, gpu: &Gpu, buf: u64, nranks: u32, key: Key) -> Result<()> {
         let mut b = gpu.stream.launch_builder(&self.poison);
         b.arg(&buf).arg(&key.block).arg(&nranks).arg(&key.seed).arg(&key.rank).arg(&key.base);
-        unsafe { b.launch(crate::cuda::grid_for(key.block * nranks as u64)) }?;
+        unsafe { b.launch(grid_for(key.block * nranks as u64)) }?;
         Ok(())
     }
 
@@ -147,7 +147,7 @@ impl Checker {
         gpu.stream.memset_zeros(&mut self.wrong)?;
         let mut b = gpu.stream.launch_builder(&self.verify);
         b.arg(&buf).arg(&key.block).arg(&nranks).arg(&key.seed).arg(&key.rank).arg(&key.base).arg(&mut self.wrong);
-        unsafe { b.launch(crate::cuda::grid_for(key.block * nranks as u64)) }?;
+        unsafe { b.launch(grid_for(key.block * nranks as u64)) }?;
         Ok(gpu.stream.clone_dtoh(&self.wrong)?[0])
     }
 
@@ -156,7 +156,7 @@ impl Checker {
         gpu.stream.memset_zeros(&mut self.wrong)?;
         let mut b = gpu.stream.launch_builder(&self.changed);
         b.arg(&buf).arg(&count).arg(&key.block).arg(&key.seed).arg(&key.rank).arg(&key.base).arg(&mut self.wrong);
-        unsafe { b.launch(crate::cuda::grid_for(count)) }?;
+        unsafe { b.launch(grid_for(count)) }?;
         Ok(gpu.stream.clone_dtoh(&self.wrong)?[0])
     }
 }

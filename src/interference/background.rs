@@ -4,7 +4,7 @@
 //! poisons it again, so every checked iteration is verified where it ran (while the foreground
 //! ran beside it), not only the last one.
 use super::cli::BgOp;
-use crate::cuda::Gpu;
+use crate::cuda::{grid_for, Gpu};
 use crate::error::Result;
 use crate::nccl::{ffi, Comm, DevMem};
 use cudarc::driver::{CudaFunction, CudaSlice, PushKernelArg};
@@ -69,14 +69,14 @@ impl Background {
         let rank = self.comm.rank as u32;
         let mut b = self.gpu.stream.launch_builder(&self.fill);
         b.arg(&self.send.ptr).arg(&self.count).arg(&seed).arg(&rank);
-        unsafe { b.launch(crate::cuda::grid_for(self.count)) }?;
+        unsafe { b.launch(grid_for(self.count)) }?;
         Ok(())
     }
 
     fn poison_recv(&self) -> Result<()> {
         let mut b = self.gpu.stream.launch_builder(&self.poison);
         b.arg(&self.recv.ptr).arg(&self.count);
-        unsafe { b.launch(crate::cuda::grid_for(self.count)) }?;
+        unsafe { b.launch(grid_for(self.count)) }?;
         Ok(())
     }
 
@@ -112,7 +112,7 @@ impl Background {
         let n = self.comm.nranks as u32;
         let mut b = self.gpu.stream.launch_builder(&self.verify);
         b.arg(&self.recv.ptr).arg(&self.count).arg(&seed).arg(&n).arg(&mut self.wrong);
-        unsafe { b.launch(crate::cuda::grid_for(self.count)) }?;
+        unsafe { b.launch(grid_for(self.count)) }?;
         self.poison_recv()
     }
 

@@ -7,6 +7,7 @@ pub mod plots;
 pub mod sidebyside;
 pub mod table;
 
+use crate::results::Run;
 use std::io::Write;
 use std::path::Path;
 
@@ -104,11 +105,7 @@ pub fn print_text(json_stdout: bool, s: &str) {
 
 /// Write a finished run where the flags asked: JSON to `json` (`-` = stdout) and the rows as CSV
 /// to `csv`, each atomically. Returns the lines to show under the table.
-pub fn write_outputs(
-    run: &crate::results::Run,
-    json: Option<&Path>,
-    csv: Option<&Path>,
-) -> Result<Vec<String>, String> {
+pub fn write_outputs(run: &Run, json: Option<&Path>, csv: Option<&Path>) -> Result<Vec<String>, String> {
     let mut shown = vec![];
     match json {
         Some(p) if p == Path::new("-") => crate::console::out(&json::to_string(run)).map_err(|e| e.to_string())?,

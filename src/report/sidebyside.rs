@@ -1,8 +1,9 @@
 //! `ginbench report RUN...`: runs side by side (e.g. an EFA cluster against an InfiniBand one):
-//! the environments and what differs, then for alltoall the best impl per size (and `auto`'s time
-//! against it) and per implementation a table of busbw and time per size, for EP (`ep_perf`) per (impl, mode, dispatch dtype, layer shape) a table of bw
-//! and time per phase and tokens per rank, with ratios to the first run, and SVG plots, and what
-//! was not measured (skipped, failed or wrong); written as Markdown and HTML.
+//! the environments and what differs, then for alltoall the best impl per size (and `auto`'s
+//! time against it) and per implementation a table of busbw and time per size, for EP
+//! (`ep_perf`) per (impl, mode, dispatch dtype, layer shape) a table of bw and time per phase
+//! and tokens per rank, with ratios to the first run, and SVG plots, and what was not measured
+//! (skipped, failed or wrong); written as Markdown and HTML.
 use super::plots::{self, Series};
 use crate::results::{Row, Run, Status};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

@@ -83,6 +83,8 @@ struct Inputs {
     toolchain: String,
     /// What this run did, one line a step (OUT_DIR/build-steps.txt).
     steps: Mutex<Vec<String>>,
+    /// `-DGB_NCCL_*` for every nvcc step: the version table's answers for these headers.
+    nccl_defines: Vec<String>,
 }
 
 impl Inputs {
@@ -168,7 +170,9 @@ fn main() {
         .unwrap_or_else(|e| fail(&format!("cannot run {}: {e}", nvcc.display())));
     toolchain.add(&version.stdout);
     toolchain.add_tree(&nccl_inc).unwrap_or_else(|e| fail(&format!("{}: {e}", nccl_inc.display())));
-    let inputs = Inputs { cuda, nccl_inc, out, cache, toolchain: toolchain.hex(), steps: Mutex::new(vec![]) };
+    let nccl_defines = nccl::nvcc_defines(code);
+    let inputs =
+        Inputs { cuda, nccl_inc, out, cache, toolchain: toolchain.hex(), steps: Mutex::new(vec![]), nccl_defines };
 
     bindings(&inputs);
     kernels(&inputs);
@@ -254,6 +258,7 @@ fn kernels(inp: &Inputs) {
     let mut args: Vec<String> =
         ["-fatbin", "-std=c++17", "-O3", "-lineinfo", "-Xptxas=-warn-spills"].map(String::from).to_vec();
     args.extend(gencode);
+    args.extend(inp.nccl_defines.iter().cloned());
     args.push(format!("-I{}", inp.nccl_inc.display()));
     args.push("-Isrc/kernels".into());
 
@@ -330,6 +335,7 @@ fn initializers(inp: &Inputs) {
         let exe = dir.join("nccl_initializers");
         let status = Command::new(inp.cuda.join("bin/nvcc"))
             .args(["-std=c++17", "-O1"])
+            .args(&inp.nccl_defines)
             .arg(format!("-I{}", inp.nccl_inc.display()))
             .arg(format!("-L{}", inp.cuda.join("lib").display()))
             .arg("-o")

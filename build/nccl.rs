@@ -5,8 +5,10 @@
 /// The oldest headers ginbench builds against: 2.28.7, the first with the device API and GIN.
 pub const FLOOR: u32 = 22807;
 
-/// (cfg name, first NCCL_VERSION_CODE that has it, what changed there). build.rs declares every
-/// cfg (`rustc-check-cfg`) and sets those the headers reach (`rustc-cfg`).
+/// The one table of NCCL-version differences: (cfg name, first NCCL_VERSION_CODE that has it,
+/// what changed there). build.rs declares every cfg to rustc (`rustc-check-cfg`), sets those the
+/// headers reach (`rustc-cfg`), and hands each to nvcc as `GB_<CFG>` = 0 or 1, so the Rust code,
+/// the kernels and the initializer dump branch on the same names and never on a version number.
 pub const CFGS: &[(&str, u32, &str)] = &[
     (
         "nccl_versioned_structs",
@@ -15,9 +17,16 @@ pub const CFGS: &[(&str, u32, &str)] = &[
     ),
     ("nccl_gin_connection_type", 22907, "2.29.7 replaced ginForceEnable with ginConnectionType (FULL / RAIL)"),
     (
+        "nccl_resource_window_keyed",
+        22907,
+        "2.29.7 files a device communicator's resource window under its own address (before, under 0)",
+    ),
+    ("nccl_gin_barrier_per_peer", 23000, "2.30.0 reworked GIN barriers: a signal per peer, no epoch"),
+    (
         "nccl_gin_signal_requirements",
         23005,
-        "2.30.5 added ginStrongSignalsRequired / ginVaSignalsRequired (default true)",
+        "2.30.5 added ginStrongSignalsRequired / ginVaSignalsRequired (default true) and split the GIN \
+         signal actions into strong and weak",
     ),
     (
         "nccl_dev_comm_gin_type",
@@ -34,6 +43,18 @@ pub fn cfgs_for(code: u32) -> Vec<&'static str> {
 /// NCCL_VERSION_CODE as a release: 22809 → "2.28.9" (the X*10000 + Y*100 + Z form of 2.9 onwards).
 pub fn release(code: u32) -> String {
     format!("{}.{}.{}", code / 10000, code / 100 % 100, code % 100)
+}
+
+/// The nvcc flags for headers of version `code`: `-DGB_<CFG>=1` for each cfg they reach, `=0` for
+/// the others, and `GB_NCCL_CFGS=1` so a source compiled without them can refuse to build.
+pub fn nvcc_defines(code: u32) -> Vec<String> {
+    let set = cfgs_for(code);
+    let mut v: Vec<String> = CFGS
+        .iter()
+        .map(|(name, _, _)| format!("-DGB_{}={}", name.to_uppercase(), u8::from(set.contains(name))))
+        .collect();
+    v.push("-DGB_NCCL_CFGS=1".into());
+    v
 }
 
 /// The cargo instructions for headers of version `code`, or why they are too old.

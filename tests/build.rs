@@ -187,7 +187,10 @@ fn nccl_version_table() {
     assert!(nccl::instructions(22806).unwrap_err().contains("2.28.6 are older than 2.28.7"));
     assert_eq!(nccl::cfgs_for(22809), Vec::<&str>::new());
     assert_eq!(nccl::cfgs_for(22902), ["nccl_versioned_structs"]);
-    assert_eq!(nccl::cfgs_for(22907), ["nccl_versioned_structs", "nccl_gin_connection_type"]);
+    assert_eq!(
+        nccl::cfgs_for(22907),
+        ["nccl_versioned_structs", "nccl_gin_connection_type", "nccl_resource_window_keyed"]
+    );
     assert!(!nccl::cfgs_for(23007).contains(&"nccl_dev_comm_gin_type"));
     assert!(nccl::cfgs_for(23102).contains(&"nccl_dev_comm_gin_type"));
     assert_eq!(nccl::cfgs_for(23203).len(), nccl::CFGS.len());
@@ -198,8 +201,69 @@ fn nccl_version_table() {
     }
     assert!(lines.contains(&"cargo::rustc-env=GINBENCH_NCCL_DEV_COMM_GIN_TYPE_SINCE=2.31.2".to_string()), "{lines:?}");
     let set: Vec<_> = lines.iter().filter(|l| l.starts_with("cargo::rustc-cfg=")).collect();
-    assert_eq!(set, ["cargo::rustc-cfg=nccl_versioned_structs", "cargo::rustc-cfg=nccl_gin_connection_type"]);
+    assert_eq!(
+        set,
+        [
+            "cargo::rustc-cfg=nccl_versioned_structs",
+            "cargo::rustc-cfg=nccl_gin_connection_type",
+            "cargo::rustc-cfg=nccl_resource_window_keyed"
+        ]
+    );
     // Thresholds ascend, so a newer header set has every older cfg.
-    assert!(nccl::CFGS.windows(2).all(|w| w[0].1 < w[1].1));
+    assert!(nccl::CFGS.windows(2).all(|w| w[0].1 <= w[1].1));
     assert!(nccl::CFGS.iter().all(|(_, first, _)| *first > nccl::FLOOR));
+}
+
+#[test]
+fn nvcc_gets_every_cfg_as_a_zero_or_one_define() {
+    let d = nccl::nvcc_defines(23000);
+    assert_eq!(d.len(), nccl::CFGS.len() + 1);
+    assert!(d.contains(&"-DGB_NCCL_GIN_BARRIER_PER_PEER=1".to_string()), "{d:?}");
+    assert!(d.contains(&"-DGB_NCCL_GIN_SIGNAL_REQUIREMENTS=0".to_string()), "{d:?}");
+    assert!(d.contains(&"-DGB_NCCL_CFGS=1".to_string()), "{d:?}");
+    assert!(nccl::nvcc_defines(nccl::FLOOR).iter().all(|f| f.ends_with("=0") || f == "-DGB_NCCL_CFGS=1"));
+}
+
+/// Every file under `dir` (recursively) whose name ends in one of `exts`.
+fn sources(dir: &Path, exts: &[&str], into: &mut Vec<PathBuf>) {
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            sources(&p, exts, into);
+        } else if exts.iter().any(|x| p.to_string_lossy().ends_with(x)) {
+            into.push(p);
+        }
+    }
+}
+
+/// The version table is the only place that knows NCCL version numbers: CUDA sources branch on
+/// GB_NCCL_* names it defines (each one spelt as in the table, since `#if` reads an unknown name
+/// as 0), and Rust code on its cfgs, never on NCCL_VERSION_CODE or header_version().
+#[test]
+fn nccl_versions_are_branched_on_only_through_the_table() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let known: Vec<String> = nccl::CFGS
+        .iter()
+        .map(|(n, _, _)| format!("GB_{}", n.to_uppercase()))
+        .chain(["GB_NCCL_CFGS".to_string()])
+        .collect();
+    let mut cuda = vec![];
+    sources(&root.join("src"), &[".cu", ".cuh"], &mut cuda);
+    assert!(cuda.len() > 3, "{cuda:?}");
+    for f in &cuda {
+        let text = fs::read_to_string(f).unwrap();
+        assert!(!text.contains("NCCL_VERSION("), "{} compares NCCL versions itself", f.display());
+        for (i, _) in text.match_indices("GB_NCCL_") {
+            let name: String = text[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            // (A bare "GB_NCCL_*" is prose, naming them all.)
+            assert!(name == "GB_NCCL_" || known.contains(&name), "{}: {name} is not in build/nccl.rs", f.display());
+        }
+    }
+    let mut rust = vec![];
+    sources(&root.join("src"), &[".rs"], &mut rust);
+    for f in &rust {
+        let text = fs::read_to_string(f).unwrap();
+        assert!(!text.contains("header_version() >"), "{} compares NCCL versions itself", f.display());
+        assert!(!text.contains("header_version() <"), "{} compares NCCL versions itself", f.display());
+    }
 }

@@ -1,20 +1,20 @@
-// The one place for device-side differences between NCCL device-API generations.
-//
-// 2.28.x: unversioned ncclDevComm, ncclGin_SignalInc; 2.29+: versioned structs; 2.30: GIN barriers
-// reworked; 2.30.5: strong / weak signals (ncclGin_StrongSignalInc / ncclGin_WeakSignalInc). The
-// LSA calls used here
-// (ncclLsaBarrierSession, ncclGetLsaPointer, ncclGetLocalPointer) are the same in both.
+// The one place for device-side differences between NCCL device-API generations. Which
+// generation the headers are is decided once, in build/nccl.rs, and arrives as GB_NCCL_* = 0 / 1
+// (the same names as the Rust cfgs). The LSA calls used here (ncclLsaBarrierSession,
+// ncclGetLsaPointer, ncclGetLocalPointer) are the same in every generation.
 #pragma once
 #include <nccl.h>
 #include <nccl_device.h>
 #include <stdint.h>
 
-#define GB_NCCL_AT_LEAST(x, y, z) (NCCL_VERSION_CODE >= NCCL_VERSION(x, y, z))
+#ifndef GB_NCCL_CFGS
+#error "compile through build.rs, which defines GB_NCCL_* from the NCCL version table"
+#endif
 
 // GIN remote actions "increment (add to) the peer's signal once the bundled put has landed". 2.30.5 split it
 // into strong (also orders earlier puts) and weak; the protocol counts one signal per put, so weak
 // is enough.
-#if GB_NCCL_AT_LEAST(2, 30, 5)
+#if GB_NCCL_GIN_SIGNAL_REQUIREMENTS
 using GbGinSignalInc = ncclGin_WeakSignalInc;
 using GbGinSignalAdd = ncclGin_WeakSignalAdd;
 #else
@@ -34,7 +34,7 @@ using GbGinSignalAdd = ncclGin_SignalAdd;
 // 2.30 reworked GIN barriers (a signal per peer, no epoch); none of that generation runs on the
 // GPU hosts here, so there it does nothing.
 __device__ inline void gb_rebase_gin_barriers(ncclDevComm const& dc, int n) {
-#if !GB_NCCL_AT_LEAST(2, 30, 0)
+#if !GB_NCCL_GIN_BARRIER_PER_PEER
   for (int ctx = 0; ctx < dc.ginContextCount; ctx++) {
     ncclGin gin(dc, ctx);
     for (int i = threadIdx.x; i < n; i += blockDim.x) {

@@ -140,7 +140,7 @@ impl Drop for DevComm {
 /// and GIN stays enabled on the communicator. Collective: call it on every rank, before the first
 /// device communicator on `comm`, where GIN device communicators will be made on it.
 pub fn enable_gin_early(comm: &Comm, gin: &Gin) -> Result<()> {
-    if super::header_version() >= 22907 || gin.kind == GinKind::None {
+    if cfg!(nccl_resource_window_keyed) || gin.kind == GinKind::None {
         return Ok(()); // fixed there; nothing to enable here
     }
     let mut reqs = requirements();

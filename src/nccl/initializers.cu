@@ -7,6 +7,10 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#ifndef GB_NCCL_CFGS
+#error "compile through build.rs, which defines GB_NCCL_* from the NCCL version table"
+#endif
+
 static void dump(const char* name, const void* p, size_t n) {
   printf("pub const %s: [u8; %zu] = [", name, n);
   for (size_t i = 0; i < n; i++) printf("%u,", ((const unsigned char*)p)[i]);
@@ -14,7 +18,7 @@ static void dump(const char* name, const void* p, size_t n) {
 }
 
 // Static storage: padding is zero, so the bytes are deterministic.
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 2)
+#if GB_NCCL_VERSIONED_STRUCTS
 static ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
 static ncclCommProperties_t props = NCCL_COMM_PROPERTIES_INITIALIZER;
 #else
@@ -31,7 +35,7 @@ int main() {
   // it (uint8_t up to 2.29.3, uint32_t from 2.29.7 on).
   printf("pub const DEV_COMM_GIN_CONTEXT_COUNT: (usize, usize) = (%zu, %zu);\n",
          offsetof(ncclDevComm, ginContextCount), sizeof(((ncclDevComm*)0)->ginContextCount));
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 29, 2)
+#if GB_NCCL_VERSIONED_STRUCTS
   dump("COMM_PROPERTIES", &props, sizeof props);
 #endif
   return 0;

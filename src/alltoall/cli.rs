@@ -117,7 +117,7 @@ impl Config {
 
 /// Parse argv; help and version print and exit 0, errors print one line and exit 6.
 pub fn parse(argv: Vec<String>) -> Result<Args> {
-    crate::error::parse_args("alltoall_perf", argv)
+    crate::error::parse_args(<Config as crate::driver::Benchmark>::PROG, argv)
 }
 
 #[cfg(test)]

@@ -22,11 +22,20 @@ pub struct RankCtx<'a> {
     pub env: &'a Env,
 }
 
-pub trait Benchmark: Send + Sync + 'static {
+pub trait Benchmark: Send + Sync + Sized + 'static {
     /// Program name, for messages.
     const PROG: &'static str;
     /// The results' `benchmark` field.
     const KIND: &'static str;
+    /// The command line: this benchmark's flags and the shared ones.
+    type Args: clap::Parser;
+    /// The shared flags of `args`.
+    fn common_args(args: &Self::Args) -> &CommonArgs;
+    /// The run's settings from the command line (`command`, for the results), after every check
+    /// that needs no GPU.
+    fn configure(args: &Self::Args, command: String) -> Result<Self>;
+    /// What `--list-impls` prints.
+    fn list_impls() -> String;
     fn common(&self) -> &Common;
     /// The run's settings after defaults, for the JSON's `config` (the driver adds the shared
     /// flags', [`Common::config_json`]).
@@ -43,6 +52,25 @@ pub trait Benchmark: Send + Sync + 'static {
     fn sweep(&self, ctx: &RankCtx, out: &mut Output) -> Result<()>;
     /// The closing lines of the table.
     fn footer(&self, summary: &Summary) -> String;
+}
+
+/// A benchmark program's `main`: the command line, `--list-impls`, the run. Every failure is one
+/// line and its exit code.
+pub fn program<B: Benchmark>() -> ! {
+    let run = || -> Result<Exit> {
+        let argv = crate::error::utf8_args()?;
+        let command = argv.join(" ");
+        let args: B::Args = crate::error::parse_args(B::PROG, argv)?;
+        if B::common_args(&args).list_impls {
+            crate::console::out(&B::list_impls())?;
+            return Ok(Exit::Ok);
+        }
+        main(B::configure(&args, command)?)
+    };
+    match run() {
+        Ok(code) => std::process::exit(code as i32),
+        Err(e) => crate::error::die(B::PROG, &e),
+    }
 }
 
 /// Run `bench` on every rank (threads or MPI processes); returns the process exit code.

@@ -41,6 +41,24 @@ pub fn row_base(name: &str, mode: Mode, phase: Phase, payload: Payload, tokens: 
 impl Benchmark for Config {
     const PROG: &'static str = "ep_perf";
     const KIND: &'static str = "ep";
+    type Args = super::cli::Args;
+
+    fn common_args(args: &Self::Args) -> &driver::CommonArgs {
+        &args.common
+    }
+
+    fn configure(args: &Self::Args, command: String) -> Result<Self> {
+        Config::from_args(args, command)
+    }
+
+    fn list_impls() -> String {
+        let mut list: String = super::registry::IMPLS.iter().map(|i| format!("{:<12} {}\n", i.name, i.about)).collect();
+        list += "\n";
+        for (name, s) in super::shape::PRESETS {
+            list += &format!("preset {name:<14} hidden {:>5}  top-{:<2} {:>4} experts\n", s.hidden, s.topk, s.experts);
+        }
+        list
+    }
 
     fn common(&self) -> &driver::Common {
         &self.common

@@ -35,6 +35,28 @@ impl Config {
 impl Benchmark for Config {
     const PROG: &'static str = "interference_perf";
     const KIND: &'static str = "interference";
+    type Args = super::cli::Args;
+
+    fn common_args(args: &Self::Args) -> &driver::CommonArgs {
+        &args.common
+    }
+
+    fn configure(args: &Self::Args, command: String) -> Result<Self> {
+        Config::from_args(args, command)
+    }
+
+    fn list_impls() -> String {
+        let mut list = String::from("foreground --fg ep (ep_perf's implementations):\n");
+        for i in crate::ep::registry::IMPLS {
+            list += &format!("  {:<12} {}\n", i.name, i.about);
+        }
+        list += "foreground --fg alltoall (alltoall_perf's implementations):\n";
+        for i in crate::alltoall::registry::IMPLS {
+            list += &format!("  {:>2} {:<12} {}\n", i.id, i.name, i.about);
+        }
+        list += "background --bg: allreduce (ncclAllReduce, float, sum), none\n";
+        list
+    }
 
     fn common(&self) -> &driver::Common {
         &self.common

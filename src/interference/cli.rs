@@ -425,7 +425,7 @@ fn layout(ranks: usize, ep: Option<usize>, dp: Option<usize>, nodes: Option<usiz
 
 /// Parse argv; help and version print and exit 0, errors print one line and exit 6.
 pub fn parse(argv: Vec<String>) -> Result<Args> {
-    crate::error::parse_args("interference_perf", argv)
+    crate::error::parse_args(<Config as crate::driver::Benchmark>::PROG, argv)
 }
 
 #[cfg(test)]

@@ -474,7 +474,7 @@ fn config_json(c: &Config) -> serde_json::Value {
         "datatype": c.dtype.name(),
         "blocking": c.blocking,
         "cudagraph": c.common.graph_launches,
-        "local_register": c.register,
+        "local_register": c.register as u32,
         "impls": c.impls.iter().map(|i| i.name).collect::<Vec<_>>(),
         "device_cta_count": c.common.ctas,
         "report_cputime": c.cputime,

@@ -6,6 +6,7 @@ use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::gin_transport::GinRequest;
 use crate::harness::sizes;
+use crate::nccl::RegisterMode;
 use clap::Parser;
 
 const AFTER_HELP: &str = "\
@@ -43,9 +44,9 @@ pub struct Args {
     /// 1: synchronize the stream after every operation
     #[arg(short = 'z', long = "blocking", default_value = "0", value_parser = zero_or_one(), action = clap::ArgAction::Set)]
     pub blocking: bool,
-    /// Buffer registration: 0 none, 1 ncclCommRegister, 2 symmetric window
-    #[arg(short = 'R', long = "local_register", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=2))]
-    pub local_register: u32,
+    /// Buffer registration
+    #[arg(short = 'R', long = "local_register", value_enum, default_value = "0")]
+    pub local_register: RegisterMode,
     /// Implementation(s): number or name, comma-separated, or `all` (see --list-impls)
     #[arg(short = 'D', long = "device_implementation", default_value = "0")]
     pub implementation: String,
@@ -66,7 +67,7 @@ pub struct Config {
     pub agg: u32,
     pub dtype: Dtype,
     pub blocking: bool,
-    pub register: u32,
+    pub register: RegisterMode,
     pub impls: Vec<&'static ImplInfo>,
     pub cputime: bool,
     pub profile_size: Option<u64>,
@@ -124,6 +125,7 @@ pub fn parse(argv: Vec<String>) -> Result<Args> {
 mod tests {
     use super::*;
     use crate::error::Exit;
+    use crate::harness::stats::Average;
 
     fn cfg(args: &[&str]) -> Result<Config> {
         let mut v = vec!["alltoall_perf".to_string()];
@@ -139,7 +141,7 @@ mod tests {
         assert_eq!(c.common.iters, 20);
         assert_eq!(c.common.check, 1);
         assert_eq!(c.dtype, Dtype::Float);
-        assert_eq!(c.common.average, 1);
+        assert_eq!(c.common.average, Average::Mean);
         assert_eq!(c.impls[0].name, "host");
         assert_eq!(c.common.local_ranks, 1);
     }
@@ -150,7 +152,7 @@ mod tests {
             cfg(&["-b", "8", "-e", "2G", "-f", "4", "-R", "2", "-g", "4", "-n", "5", "-w", "1", "-c", "0"]).unwrap();
         assert_eq!(c.sizes.first(), Some(&8));
         assert_eq!(c.sizes.last(), Some(&(2 << 30)));
-        assert_eq!(c.register, 2);
+        assert_eq!(c.register, RegisterMode::Window);
         assert_eq!(c.common.local_ranks, 4);
         assert_eq!(c.common.check, 0);
         let c = cfg(&["-D", "host", "-t", "2", "-g", "2", "-G", "3", "-I", "1"]).unwrap();
@@ -186,8 +188,8 @@ mod tests {
             (vec!["-b", "8X"], "unknown size suffix 'X'"),
             (vec!["-D", "warp-drive"], "unknown implementation 'warp-drive'"),
             (vec!["-D", "99"], "unknown implementation '99'"),
-            (vec!["-R", "3"], "'--local_register <LOCAL_REGISTER>': 3 is not in 0..=2"),
-            (vec!["-a", "7"], "7 is not in 0..=3"),
+            (vec!["-R", "3"], "invalid value '3' for '--local_register <LOCAL_REGISTER>' [possible values: 0, 1, 2]"),
+            (vec!["-a", "7"], "invalid value '7' for '--average <AVERAGE>' [possible values: 0, 1, 2, 3]"),
             (vec!["-z", "1", "-G", "1"], "-z 1 cannot"),
             (vec!["-d", "quaternion"], "unknown datatype"),
             (vec!["-t", "0"], "at least 1"),

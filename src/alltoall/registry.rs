@@ -3,6 +3,7 @@ use super::{auto, ce, gin, host, nvl, Impl, Rank};
 use crate::cuda::Gpu;
 use crate::error::{Error, Result};
 use crate::gin_transport::GinTransport;
+use crate::nccl::RegisterMode;
 
 /// An impl set up on one rank, or why it cannot run here.
 pub type Made = Result<std::result::Result<Box<dyn Impl>, String>>;
@@ -178,15 +179,9 @@ pub fn check_resident(impls: &[&ImplInfo], gpu: &Gpu, ctas: u32) -> Result<()> {
     Ok(())
 }
 
-/// `-R`: 0 none, 1 ncclCommRegister, 2 symmetric window, which impls on windows need.
-pub fn check_registration(register: u32, impls: &[&ImplInfo]) -> Result<()> {
-    if register > 2 {
-        return Err(Error::usage(
-            format!("-R {register} is not 0, 1 or 2"),
-            "-R 0 none, 1 ncclCommRegister, 2 symmetric window",
-        ));
-    }
-    if register != 2 {
+/// `-R`: impls on windows need symmetric windows (2).
+pub fn check_registration(register: RegisterMode, impls: &[&ImplInfo]) -> Result<()> {
+    if register != RegisterMode::Window {
         if let Some(i) = impls.iter().find(|i| i.needs_window) {
             return Err(Error::usage(
                 format!("implementation '{}' (-D {}) runs on symmetric windows", i.name, i.id),

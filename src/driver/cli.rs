@@ -1,6 +1,7 @@
 //! The flags every benchmark shares (nccl-tests' where they overlap), validated once. Each
 //! benchmark flattens [`CommonArgs`] into its own clap struct and adds its own flags.
 use crate::error::{Error, Result};
+use crate::harness::stats::Average;
 use std::path::{Path, PathBuf};
 
 /// `--version`: the crate version and the git commit the binary was built from (as the JSON's
@@ -58,9 +59,9 @@ pub struct CommonArgs {
     /// Capture the timed loop in a CUDA graph and launch it N times (0 = off; at most 1000000)
     #[arg(short = 'G', long = "cudagraph", default_value_t = 0, value_parser = iterations(0))]
     pub cudagraph: u32,
-    /// Time reduced over ranks: 0 rank 0, 1 average, 2 minimum, 3 maximum
-    #[arg(short = 'a', long = "average", default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=3))]
-    pub average: u32,
+    /// Time reduced over ranks
+    #[arg(short = 'a', long = "average", value_enum, default_value = "1")]
+    pub average: Average,
     /// Seconds a step (init, one measurement) may take before communicators are aborted (0 = off;
     /// at most 604800, a week)
     #[arg(short = 'T', long = "timeout", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=604_800))]
@@ -172,7 +173,7 @@ pub struct Common {
     pub cycles: u32,
     pub check: u32,
     pub graph_launches: u32,
-    pub average: u32,
+    pub average: Average,
     pub timeout_s: u64,
     /// `-V` as given: 0 = the impl's default.
     pub ctas: u32,
@@ -238,7 +239,7 @@ impl Common {
             ("warmup_iters", json!(self.warmup)),
             ("run_cycles", json!(self.cycles)),
             ("check", json!(self.check)),
-            ("average", json!(self.average)),
+            ("average", json!(self.average as u32)),
             ("timeout_s", json!(self.timeout_s)),
             ("emulate_nodes", json!(self.emulate_nodes)),
             ("require_gin", json!(self.require_gin)),

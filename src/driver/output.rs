@@ -45,7 +45,13 @@ pub struct Reduced {
 }
 
 /// Reduce one measurement over every rank (collective); `extras` are averaged.
-pub fn reduce(boot: &dyn Bootstrap, average: u32, timing: &Timing, wrong: Option<u64>, extras: &[f64]) -> Reduced {
+pub fn reduce(
+    boot: &dyn Bootstrap,
+    average: stats::Average,
+    timing: &Timing,
+    wrong: Option<u64>,
+    extras: &[f64],
+) -> Reduced {
     let mut mine = vec![timing.mean_us, timing.cpu_us, wrong.map(|w| w as f64).unwrap_or(-1.0)];
     mine.extend(extras);
     let head = mine.len();
@@ -244,7 +250,8 @@ mod tests {
     #[test]
     fn reduce_takes_each_time_per_a_and_sums_wrong_elements() {
         let timings = [(10.0, 1.0, vec![9.0, 30.0]), (20.0, 3.0, vec![12.0, 11.0])];
-        for (average, time, cpu) in [(0, 10.0, 1.0), (1, 15.0, 2.0), (2, 10.0, 1.0), (3, 20.0, 3.0)] {
+        use stats::Average::*;
+        for (average, time, cpu) in [(Rank0, 10.0, 1.0), (Mean, 15.0, 2.0), (Min, 10.0, 1.0), (Max, 20.0, 3.0)] {
             let reds: Vec<Reduced> = std::thread::scope(|s| {
                 let hs: Vec<_> = crate::bootstrap::threads::group(2)
                     .into_iter()
@@ -259,7 +266,7 @@ mod tests {
                 hs.into_iter().map(|h| h.join().unwrap()).collect()
             });
             for r in &reds {
-                assert_eq!((r.time_us, r.cpu_us, r.wrong), (time, cpu, Some(3)), "-a {average}");
+                assert_eq!((r.time_us, r.cpu_us, r.wrong), (time, cpu, Some(3)), "-a {average:?}");
                 assert_eq!(r.extras, vec![0.5]);
                 // the slowest rank per iteration: 12 and 30
                 assert!((r.p50_us.unwrap() - 12.0).abs() < 0.01 && (r.p99_us.unwrap() - 30.0).abs() < 0.01);

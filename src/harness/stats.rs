@@ -1,13 +1,31 @@
 //! Reductions of per-rank timings, and percentiles of per-iteration samples (HdrHistogram).
 use hdrhistogram::Histogram;
 
-/// nccl-tests `-a`: 0 rank 0, 1 average, 2 minimum, 3 maximum over ranks.
-pub fn reduce(values: &[f64], mode: u32) -> f64 {
-    match mode {
-        0 => values[0],
-        2 => values.iter().cloned().fold(f64::INFINITY, f64::min),
-        3 => values.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
-        _ => values.iter().sum::<f64>() / values.len() as f64,
+/// nccl-tests `-a`: how a time is reduced over ranks, under nccl-tests' numbers (which the
+/// results' `config.average` keeps).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Average {
+    /// rank 0's
+    #[value(name = "0")]
+    Rank0 = 0,
+    /// the mean over ranks
+    #[value(name = "1")]
+    Mean = 1,
+    /// the minimum
+    #[value(name = "2")]
+    Min = 2,
+    /// the maximum
+    #[value(name = "3")]
+    Max = 3,
+}
+
+/// `values` (one a rank) reduced as `how` says.
+pub fn reduce(values: &[f64], how: Average) -> f64 {
+    match how {
+        Average::Rank0 => values[0],
+        Average::Min => values.iter().cloned().fold(f64::INFINITY, f64::min),
+        Average::Max => values.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+        Average::Mean => values.iter().sum::<f64>() / values.len() as f64,
     }
 }
 
@@ -42,10 +60,10 @@ mod tests {
     #[test]
     fn reductions() {
         let v = [1.0, 2.0, 6.0];
-        assert_eq!(reduce(&v, 0), 1.0);
-        assert_eq!(reduce(&v, 1), 3.0);
-        assert_eq!(reduce(&v, 2), 1.0);
-        assert_eq!(reduce(&v, 3), 6.0);
+        assert_eq!(reduce(&v, Average::Rank0), 1.0);
+        assert_eq!(reduce(&v, Average::Mean), 3.0);
+        assert_eq!(reduce(&v, Average::Min), 1.0);
+        assert_eq!(reduce(&v, Average::Max), 6.0);
         assert_eq!(slowest_per_iteration(&[vec![1.0, 5.0], vec![2.0, 3.0]]), vec![2.0, 5.0]);
     }
     #[test]

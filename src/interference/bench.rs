@@ -165,10 +165,11 @@ impl Benchmark for Config {
 fn describe_fg(fg: &Foreground) -> String {
     match fg {
         Foreground::Alltoall { impls, sizes, dtype, register } => format!(
-            "alltoall {} {} bytes per rank {:?}, -R {register}",
+            "alltoall {} {} bytes per rank {:?}, -R {}",
             impls.iter().map(|i| i.name).collect::<Vec<_>>().join(","),
             dtype.name(),
-            sizes
+            sizes,
+            *register as u32
         ),
         Foreground::Ep { impls, modes, preset, shape, tokens, payload, .. } => format!(
             "ep {} {} dispatch {} {preset} (hidden {} top-{} {} experts) tokens {}",
@@ -632,7 +633,7 @@ fn config_json(c: &Config) -> serde_json::Value {
             "impls": impls.iter().map(|i| i.name).collect::<Vec<_>>(),
             "sizes": sizes,
             "datatype": dtype.name(),
-            "local_register": register,
+            "local_register": *register as u32,
         }),
         Foreground::Ep { impls, modes, preset, shape, tokens, payload, seed } => serde_json::json!({
             "kind": "ep",

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::gin_transport::GinRequest;
 use crate::harness::sizes::{self, MAX_BYTES};
 use crate::nccl::config::CommConfig;
+use crate::nccl::RegisterMode;
 use clap::Parser;
 use serde::Serialize;
 
@@ -88,10 +89,9 @@ pub struct Args {
     /// alltoall foreground: bytes per rank, comma-separated (K/M/G/T suffixes; default 32M)
     #[arg(long = "size")]
     pub size: Option<String>,
-    /// alltoall foreground: buffer registration, 0 none, 1 ncclCommRegister, 2 symmetric window
-    /// (default 2)
-    #[arg(short = 'R', long = "local_register", value_parser = clap::value_parser!(u32).range(0..=2))]
-    pub local_register: Option<u32>,
+    /// alltoall foreground: buffer registration (default 2)
+    #[arg(short = 'R', long = "local_register", value_enum)]
+    pub local_register: Option<RegisterMode>,
     /// EP foreground: mode(s), ll and/or ht (default ll)
     #[arg(long = "mode")]
     pub mode: Option<String>,
@@ -211,7 +211,7 @@ pub enum Foreground {
         impls: Vec<&'static ImplInfo>,
         sizes: Vec<u64>,
         dtype: Dtype,
-        register: u32,
+        register: RegisterMode,
     },
     Ep {
         impls: Vec<&'static EpImplInfo>,
@@ -311,7 +311,7 @@ impl Config {
                         "give alltoall bytes per rank, e.g. --size 2M,128M",
                     ));
                 }
-                let register = a.local_register.unwrap_or(2);
+                let register = a.local_register.unwrap_or(RegisterMode::Window);
                 a2a::check_registration(register, &impls)?;
                 let asked = Asked::new(&a.implementation, impls.iter().map(|i| (i.name, i.emulated(), i.real_gin())));
                 (Foreground::Alltoall { impls, sizes, dtype, register }, asked)
@@ -461,7 +461,10 @@ mod tests {
     fn alltoall_foreground_defaults() {
         let c = cfg(&["-g", "4", "--fg", "alltoall"]).unwrap();
         let Foreground::Alltoall { impls, sizes, register, .. } = &c.fg else { panic!("alltoall foreground") };
-        assert_eq!((impls[0].name, sizes.as_slice(), *register), ("nvl", [32u64 << 20].as_slice(), 2));
+        assert_eq!(
+            (impls[0].name, sizes.as_slice(), *register),
+            ("nvl", [32u64 << 20].as_slice(), RegisterMode::Window)
+        );
     }
 
     #[test]
@@ -496,7 +499,7 @@ mod tests {
         let Foreground::Alltoall { impls, sizes, dtype, register } = &c.fg else { panic!("alltoall foreground") };
         assert_eq!(impls.iter().map(|i| i.name).collect::<Vec<_>>(), ["nvl", "host"]);
         assert_eq!(sizes, &vec![2 << 20, 128 << 20]);
-        assert_eq!((*dtype, *register), (Dtype::Float, 2));
+        assert_eq!((*dtype, *register), (Dtype::Float, RegisterMode::Window));
         assert_eq!(c.bg_sizes, vec![1 << 20, 32 << 20, 1 << 30]);
         assert_eq!(c.layout, Some(Layout { ranks: 4, ep: 2, dp: 2 }));
         assert_eq!(c.dp_comm.nccl.max_ctas, Some(8));

@@ -332,6 +332,21 @@ impl Drop for SymBuffer {
 }
 
 /// How the send and receive buffers are registered (`-R`).
+/// `-R`: how the benchmark's buffers are registered with NCCL, under nccl-tests' numbers (which
+/// the results' `config.local_register` keeps).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegisterMode {
+    /// none
+    #[value(name = "0")]
+    None = 0,
+    /// ncclCommRegister
+    #[value(name = "1")]
+    Buffers = 1,
+    /// symmetric window
+    #[value(name = "2")]
+    Window = 2,
+}
+
 pub enum Registration {
     None,
     /// ncclCommRegister handles.
@@ -343,10 +358,10 @@ pub enum Registration {
 impl Registration {
     /// Register `bufs` as `-R mode` asks. A NULL window (symmetric memory unsupported here) is an
     /// error naming the cause, never silently ignored.
-    pub fn register(comm: &Comm, mode: u32, send: &DevMem, recv: &DevMem) -> Result<Registration> {
+    pub fn register(comm: &Comm, mode: RegisterMode, send: &DevMem, recv: &DevMem) -> Result<Registration> {
         match mode {
-            0 => Ok(Registration::None),
-            1 => {
+            RegisterMode::None => Ok(Registration::None),
+            RegisterMode::Buffers => {
                 let mut hs = vec![];
                 for b in [send, recv] {
                     let mut h: *mut c_void = std::ptr::null_mut();
@@ -359,7 +374,7 @@ impl Registration {
                 }
                 Ok(Registration::Buffers(hs))
             }
-            _ => {
+            RegisterMode::Window => {
                 let sw = comm.window_register(send)?;
                 match comm.window_register(recv) {
                     Ok(rw) => Ok(Registration::Windows(sw, rw)),

@@ -167,7 +167,7 @@ impl Config {
 
     /// Tokens per rank swept in `mode`.
     pub fn tokens_for(&self, mode: Mode) -> Vec<usize> {
-        self.tokens.clone().unwrap_or_else(|| vec![if mode == Mode::Ll { 128 } else { 4096 }])
+        self.tokens.clone().unwrap_or_else(|| vec![mode.default_tokens()])
     }
 
     pub fn routing(&self, ranks: usize) -> RoutingSpec {
@@ -198,6 +198,7 @@ mod tests {
         assert_eq!(c.modes, vec![Mode::Ll, Mode::Ht]);
         assert_eq!(c.tokens_for(Mode::Ll), vec![128]);
         assert_eq!(c.tokens_for(Mode::Ht), vec![4096]);
+        assert!(AFTER_HELP.contains("default to 128 in LL mode and 4096 in HT mode"), "--help tells the defaults");
         assert_eq!(c.payloads, vec![Payload::Bf16]);
         assert_eq!(c.impls.iter().map(|i| i.name).collect::<Vec<_>>(), vec!["host", "nvl"]);
         assert_eq!(c.ctas, 24);

@@ -23,6 +23,14 @@ impl Mode {
             Mode::Ht => "ht",
         }
     }
+    /// Tokens per rank when none are asked for: a decode batch (DeepEP's low-latency tests) or a
+    /// prefill / training batch (its normal-mode tests).
+    pub fn default_tokens(self) -> usize {
+        match self {
+            Mode::Ll => 128,
+            Mode::Ht => 4096,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -179,7 +179,10 @@ fn describe_fg(fg: &Foreground) -> String {
             shape.hidden,
             shape.topk,
             shape.experts,
-            tokens.as_ref().map(|t| format!("{t:?}")).unwrap_or_else(|| "128 LL / 4096 HT".into())
+            tokens
+                .as_ref()
+                .map(|t| format!("{t:?}"))
+                .unwrap_or_else(|| { format!("{} LL / {} HT", Mode::Ll.default_tokens(), Mode::Ht.default_tokens()) })
         ),
     }
 }
@@ -534,7 +537,7 @@ impl Runner<'_> {
         let checks = Checks::new(fg.gpu)?;
         let spec = RoutingSpec { gen: Generator::Uniform, seed: *seed, masked: 0, ranks: n, check: None };
         for &mode in modes {
-            let tokens = tokens.clone().unwrap_or_else(|| vec![if mode == Mode::Ll { 128 } else { 4096 }]);
+            let tokens = tokens.clone().unwrap_or_else(|| vec![mode.default_tokens()]);
             let max_tokens = *tokens.iter().max().unwrap();
             for info in impls {
                 let c = crate::ep::Ctx {

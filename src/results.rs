@@ -19,6 +19,13 @@ macro_rules! named_enum {
                     $($name::$v => $s),+
                 }
             }
+            /// The value named `s`, if any.
+            pub fn from_name(s: &str) -> Option<Self> {
+                match s {
+                    $($s => Some($name::$v),)+
+                    _ => None,
+                }
+            }
         }
 
         impl std::fmt::Display for $name {
@@ -31,13 +38,25 @@ macro_rules! named_enum {
 
 pub const SCHEMA: &str = "ginbench/1";
 
-/// Every `benchmark` a results file can name: the benchmarks' `KIND`s and `ginbench ceiling`.
-pub const BENCHMARKS: &[&str] = &["alltoall", "ep", "interference", "ceiling"];
+named_enum! {
+    /// What a results file measured (its `benchmark`): the benchmarks' `KIND`s and `ginbench ceiling`.
+    Kind { #[default] Alltoall = "alltoall", Ep = "ep", Interference = "interference", Ceiling = "ceiling" }
+}
+
+named_enum! {
+    /// EP rows: low-latency (decode) or high-throughput (prefill, training) kernels.
+    Mode { #[default] Ll = "ll", Ht = "ht" }
+}
+
+named_enum! {
+    /// EP rows: which half of the layer's exchange.
+    Phase { #[default] Dispatch = "dispatch", Combine = "combine" }
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Run {
     pub schema: String,
-    pub benchmark: String,
+    pub benchmark: Kind,
     pub tool: Tool,
     pub command: String,
     pub started_at: String,
@@ -54,10 +73,10 @@ pub struct Run {
 
 impl Run {
     /// A run of `benchmark` starting now: no rows yet.
-    pub fn start(benchmark: &str, command: &str, started_at: String, env: Env, config: serde_json::Value) -> Run {
+    pub fn start(benchmark: Kind, command: &str, started_at: String, env: Env, config: serde_json::Value) -> Run {
         Run {
             schema: SCHEMA.into(),
-            benchmark: benchmark.into(),
+            benchmark,
             tool: Tool {
                 version: env!("CARGO_PKG_VERSION").into(),
                 git: env!("GINBENCH_GIT").into(),
@@ -79,21 +98,15 @@ impl Run {
     /// cycle and background). A combine's own dtype is always bf16, so this is what tells the
     /// combine after an FP8 dispatch from the one after a BF16 dispatch.
     pub fn dispatch_dtypes(&self) -> Vec<&str> {
-        type At<'a> = (&'a str, Option<&'a str>, Option<u64>, u32, Option<u64>);
+        type At<'a> = (&'a str, Option<Mode>, Option<u64>, u32, Option<u64>);
         let mut last: std::collections::HashMap<At, &str> = Default::default();
         self.rows
             .iter()
             .map(|r| {
-                let at = (
-                    r.impl_name.as_str(),
-                    r.mode.as_deref(),
-                    r.tokens,
-                    r.cycle,
-                    r.background.as_ref().map(|b| b.size_bytes),
-                );
+                let at = (r.impl_name.as_str(), r.mode, r.tokens, r.cycle, r.background.as_ref().map(|b| b.size_bytes));
                 if let Some(d) = &r.dispatch_dtype {
                     d
-                } else if r.phase.as_deref() == Some("combine") {
+                } else if r.phase == Some(Phase::Combine) {
                     last.get(&at).copied().unwrap_or(&r.dtype)
                 } else {
                     last.insert(at, &r.dtype);
@@ -281,10 +294,10 @@ pub struct Row {
     pub cycle: u32,
     /// EP rows: ll | ht.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
+    pub mode: Option<Mode>,
     /// EP rows: dispatch | combine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    pub phase: Option<Phase>,
     /// EP rows: the dispatch's payload (bf16 | fp8); on a combine row, that of the dispatch it
     /// followed (the combine's own `dtype` is always bf16). Absent in files written before it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -440,17 +453,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_benchmark_is_one_a_results_file_may_name() {
-        use crate::driver::Benchmark;
-        for kind in
-            [crate::alltoall::cli::Config::KIND, crate::ep::cli::Config::KIND, crate::interference::cli::Config::KIND]
-        {
-            assert!(BENCHMARKS.contains(&kind), "{kind}");
-        }
-        assert!(BENCHMARKS.contains(&"ceiling"));
-    }
-
-    #[test]
     fn enums_serialise_as_their_names() {
         for (k, name) in [(GinKind::EfaGda, "efa-gda"), (GinKind::None, "none")] {
             assert_eq!(serde_json::to_value(k).unwrap(), name);
@@ -458,6 +460,9 @@ mod tests {
         }
         assert_eq!(serde_json::to_value(Placement::OutOfPlace).unwrap(), "out-of-place");
         assert_eq!(serde_json::to_value(Status::Skipped).unwrap(), Status::Skipped.to_string());
+        assert_eq!(serde_json::to_value(Kind::Interference).unwrap(), "interference");
+        assert_eq!(serde_json::from_value::<Phase>("combine".into()).unwrap(), Phase::Combine);
+        assert!(serde_json::from_value::<Mode>("LL".into()).is_err());
     }
 
     #[test]

@@ -104,7 +104,7 @@ fn combines_after_bf16_and_fp8_dispatches_are_different_rows() {
             common::ep_row("nvl", "ll", "dispatch", "fp8", 128, (30.0, 100.0), 4),
             common::ep_row("nvl", "ll", "combine", "bf16", 128, (combine_after_fp8, 100.0), 4),
         ]);
-        r.benchmark = "ep".into();
+        r.benchmark = Kind::Ep;
         r
     };
     let o = compare::compare(&ep(40.0), &ep(44.0), 0.05).unwrap();
@@ -357,21 +357,23 @@ fn bad_inputs() {
     assert_eq!(compare::parse_threshold("-0").unwrap().to_string(), "0");
     let mut v: serde_json::Value = serde_json::from_str(&json::to_string(&run(vec![]))).unwrap();
     v["benchmark"] = "banana".into();
-    assert!(json::parse(&v.to_string()).unwrap_err().contains("benchmark 'banana' is none of"));
+    assert!(json::parse(&v.to_string())
+        .unwrap_err()
+        .contains("unknown variant `banana`, expected one of `alltoall`, `ep`, `interference`, `ceiling`"));
     let mut no_ranks = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0)]);
     no_ranks.env.ranks = 0;
     assert!(compare::check_values(&no_ranks).unwrap_err().contains("env.ranks is 0"));
     // A row of another benchmark appended to a run is foreign, not a new row.
     let mut mixed = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0)]);
     let mut ep_row = row("nvl", 1 << 20, 10.0, 10.0, 0);
-    ep_row.phase = Some("dispatch".into());
+    ep_row.phase = Some(Phase::Dispatch);
     mixed.rows.push(ep_row);
     assert!(compare::check_values(&mixed).unwrap_err().contains("is not a row of benchmark 'alltoall'"));
     assert_eq!(compare::parse_threshold("12.5").unwrap(), 0.125);
     assert!(compare::parse_threshold("-1%").is_err());
     assert!(compare::parse_threshold("fast").is_err());
     let mut ep = run(vec![]);
-    ep.benchmark = "ep".into();
+    ep.benchmark = Kind::Ep;
     assert!(compare::compare(&run(vec![]), &ep, 0.05).unwrap_err().contains("cannot compare"));
 }
 

@@ -51,7 +51,7 @@ fn sample() -> Run {
     ];
     Run {
         schema: SCHEMA.into(),
-        benchmark: "alltoall".into(),
+        benchmark: Kind::Alltoall,
         tool: Tool { version: "0.1.0".into(), git: "abc123".into(), build: "release".into() },
         command: "alltoall_perf -g 4 -D host,nvl -R 2 -b 1M -e 2G -f 2048".into(),
         started_at: "2026-11-21T10:00:00Z".into(),

@@ -60,7 +60,7 @@ fn table_json_and_csv_match_golden() {
     let text = json::to_string(&run);
     golden("interference_run.json", &text);
     let back: Run = serde_json::from_str(&text).unwrap();
-    assert_eq!(back.benchmark, "interference");
+    assert_eq!(back.benchmark, Kind::Interference);
     assert_eq!(back.rows.len(), run.rows.len());
     for (a, b) in back.rows.iter().zip(&run.rows) {
         assert_eq!(
@@ -213,9 +213,9 @@ fn the_report_plots_slowdown_against_background_size() {
     // sections, not one.
     let ep_fg = |dispatch: &str| {
         let mut d = interference_row(1 << 20, (50.0, 60.0), (20.0, 25.0), 0);
-        (d.mode, d.phase, d.tokens, d.dtype) = (Some("ll".into()), Some("dispatch".into()), Some(128), dispatch.into());
+        (d.mode, d.phase, d.tokens, d.dtype) = (Some(Mode::Ll), Some(Phase::Dispatch), Some(128), dispatch.into());
         let mut c = d.clone();
-        (c.phase, c.dtype) = (Some("combine".into()), "bf16".into());
+        (c.phase, c.dtype) = (Some(Phase::Combine), "bf16".into());
         let mut r = interference_run(vec![d, c]);
         r.config = serde_json::json!({"foreground": {"dispatch_dtype": dispatch}});
         r

@@ -73,7 +73,7 @@ fn two_clusters_side_by_side() {
     assert!(!names.iter().any(|n| n.to_string_lossy().ends_with(".tmp")), "{names:?}");
     // A run of another benchmark is refused, not mixed in.
     let mut ep = run("NVIDIA H200", GinKind::None, 1.0);
-    ep.benchmark = "ep".into();
+    ep.benchmark = Kind::Ep;
     let bad =
         vec![Labeled { label: "a".into(), run: run("x", GinKind::None, 1.0) }, Labeled { label: "b".into(), run: ep }];
     assert!(sidebyside::write(&bad, &dir).unwrap_err().contains("'ep' run"));

@@ -16,7 +16,7 @@ const GIB: u64 = 1 << 30;
 
 impl Benchmark for Config {
     const PROG: &'static str = "alltoall_perf";
-    const KIND: &'static str = "alltoall";
+    const KIND: crate::results::Kind = crate::results::Kind::Alltoall;
     type Args = super::cli::Args;
 
     fn common_args(args: &Self::Args) -> &driver::CommonArgs {

@@ -255,7 +255,13 @@ fn run_ceiling(
         let env = ginbench::environment::build(host.describe(), Default::default(), None);
         let command = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ");
         let config = serde_json::json!({ "gpus": n, "bytes": bytes, "iters": iters, "warmup": warmup, "ctas": ctas });
-        let mut run = ginbench::results::Run::start("ceiling", &command, ginbench::results::now_rfc3339(), env, config);
+        let mut run = ginbench::results::Run::start(
+            ginbench::results::Kind::Ceiling,
+            &command,
+            ginbench::results::now_rfc3339(),
+            env,
+            config,
+        );
         // The summary's wrong and failed counts; its mean busbw would mix patterns, so it stays 0.
         let summary = ginbench::results::Summary { avg_busbw_gbps: 0.0, ..ginbench::results::Summary::of(&rows) };
         run.finish(rows, summary, None);

@@ -26,7 +26,7 @@ pub trait Benchmark: Send + Sync + Sized + 'static {
     /// Program name, for messages.
     const PROG: &'static str;
     /// The results' `benchmark` field.
-    const KIND: &'static str;
+    const KIND: crate::results::Kind;
     /// The command line: this benchmark's flags and the shared ones.
     type Args: clap::Parser;
     /// The shared flags of `args`.

@@ -26,8 +26,8 @@ pub fn row_base(name: &str, mode: Mode, phase: Phase, payload: Payload, tokens: 
         count: (tokens * s.hidden) as u64,
         dtype: if phase == Phase::Dispatch { payload.name() } else { "bf16" }.into(),
         placement: Placement::OutOfPlace,
-        mode: Some(mode.name().into()),
-        phase: Some(phase.name().into()),
+        mode: Some(mode),
+        phase: Some(phase),
         dispatch_dtype: Some(payload.name().into()),
         tokens: Some(tokens as u64),
         hidden: Some(s.hidden as u64),
@@ -40,7 +40,7 @@ pub fn row_base(name: &str, mode: Mode, phase: Phase, payload: Payload, tokens: 
 
 impl Benchmark for Config {
     const PROG: &'static str = "ep_perf";
-    const KIND: &'static str = "ep";
+    const KIND: crate::results::Kind = crate::results::Kind::Ep;
     type Args = super::cli::Args;
 
     fn common_args(args: &Self::Args) -> &driver::CommonArgs {
@@ -192,7 +192,7 @@ impl State<'_> {
                     out.section(
                         &format!(
                             "impl {name}, mode {}, dispatch {} / combine bf16, {sms_text}",
-                            mode.name(),
+                            mode.as_str(),
                             payload.name()
                         ),
                         &table::ep_header(),
@@ -202,7 +202,7 @@ impl State<'_> {
                         let rows = match (&skip, &imp) {
                             (Some(why), _) => [Phase::Dispatch, Phase::Combine].map(|p| self.skipped(at, p, why)),
                             (None, Ok(imp)) => {
-                                out.progress(&format!("{name} {} {} {t} tokens", mode.name(), payload.name()));
+                                out.progress(&format!("{name} {} {} {t} tokens", mode.as_str(), payload.name()));
                                 let [d, cm] = self.measure(&c, imp.as_ref(), &spec, t, &same_host)?;
                                 [self.row(at, Phase::Dispatch, sms, &d), self.row(at, Phase::Combine, sms, &cm)]
                             }
@@ -385,7 +385,7 @@ impl<'a> Phases<'a> {
     /// The NVTX label of a phase's loops.
     pub fn label(&self, p: Phase) -> String {
         let c = self.c;
-        format!("{} {} {} {}", c.mode.name(), p.name(), c.payload.name(), self.inp.args.tokens)
+        format!("{} {} {} {}", c.mode, p, c.payload.name(), self.inp.args.tokens)
     }
 
     /// The timed dispatch (with LL FP8, its quantization).
@@ -478,7 +478,7 @@ const GIN: &str = "/gin";
 
 fn config_json(c: &Config) -> serde_json::Value {
     serde_json::json!({
-        "modes": c.modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
+        "modes": c.modes.iter().map(|m| m.as_str()).collect::<Vec<_>>(),
         "preset": c.preset,
         "hidden": c.shape.hidden,
         "topk": c.shape.topk,

@@ -3,25 +3,12 @@
 use super::reference::Traffic;
 use super::shape::{Payload, Shape};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Ll,
-    Ht,
-}
+pub use crate::results::{Mode, Phase};
 
 impl Mode {
     pub fn parse(s: &str) -> crate::error::Result<Mode> {
-        match s {
-            "ll" => Ok(Mode::Ll),
-            "ht" => Ok(Mode::Ht),
-            _ => Err(crate::error::Error::usage(format!("unknown mode '{s}'"), "use ll, ht or ll,ht")),
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Ll => "ll",
-            Mode::Ht => "ht",
-        }
+        Mode::from_name(s)
+            .ok_or_else(|| crate::error::Error::usage(format!("unknown mode '{s}'"), "use ll, ht or ll,ht"))
     }
     /// Tokens per rank when none are asked for: a decode batch (DeepEP's low-latency tests) or a
     /// prefill / training batch (its normal-mode tests).
@@ -29,21 +16,6 @@ impl Mode {
         match self {
             Mode::Ll => 128,
             Mode::Ht => 4096,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    Dispatch,
-    Combine,
-}
-
-impl Phase {
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::Dispatch => "dispatch",
-            Phase::Combine => "combine",
         }
     }
 }

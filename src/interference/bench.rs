@@ -34,7 +34,7 @@ impl Config {
 
 impl Benchmark for Config {
     const PROG: &'static str = "interference_perf";
-    const KIND: &'static str = "interference";
+    const KIND: crate::results::Kind = crate::results::Kind::Interference;
     type Args = super::cli::Args;
 
     fn common_args(args: &Self::Args) -> &driver::CommonArgs {
@@ -174,7 +174,7 @@ fn describe_fg(fg: &Foreground) -> String {
         Foreground::Ep { impls, modes, preset, shape, tokens, payload, .. } => format!(
             "ep {} {} dispatch {} {preset} (hidden {} top-{} {} experts) tokens {}",
             impls.iter().map(|i| i.name).collect::<Vec<_>>().join(","),
-            modes.iter().map(|m| m.name()).collect::<Vec<_>>().join(","),
+            modes.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(","),
             payload.name(),
             shape.hidden,
             shape.topk,
@@ -567,8 +567,8 @@ impl Runner<'_> {
                             &format!(
                                 "foreground ep {} {} {} {t} tokens per rank, dispatch {}",
                                 info.name,
-                                mode.name(),
-                                phase.name(),
+                                mode.as_str(),
+                                phase.as_str(),
                                 payload.name()
                             ),
                             &table::interference_header(self.cfg.bg == BgOp::None),
@@ -641,7 +641,7 @@ fn config_json(c: &Config) -> serde_json::Value {
         Foreground::Ep { impls, modes, preset, shape, tokens, payload, seed } => serde_json::json!({
             "kind": "ep",
             "impls": impls.iter().map(|i| i.name).collect::<Vec<_>>(),
-            "modes": modes.iter().map(|m| m.name()).collect::<Vec<_>>(),
+            "modes": modes.iter().map(|m| m.as_str()).collect::<Vec<_>>(),
             "preset": preset,
             "hidden": shape.hidden,
             "topk": shape.topk,

@@ -20,7 +20,7 @@
 //! infinite or negative bandwidths). Interference rows gate on `time_us`, which is the foreground's
 //! together time: what a training step waits for; their alone / together times and slowdowns (both
 //! sides) must be finite and above 0 as well, and the overlap in 0..1.
-use crate::results::{wrong_total, Row, Run, Status};
+use crate::results::{wrong_total, Kind, Mode, Phase, Row, Run, Status};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -118,9 +118,9 @@ pub fn parse_threshold(s: &str) -> Result<f64, String> {
 
 /// The key a row is matched on, e.g. `alltoall nvl 1048576 float out-of-place`; also how errors
 /// name a row.
-pub fn key(benchmark: &str, r: &Row) -> String {
+pub fn key(benchmark: Kind, r: &Row) -> String {
     let mut k = format!("{benchmark} {} {} {} {}", r.impl_name, r.size_bytes, r.dtype, r.placement);
-    for e in [&r.mode, &r.phase].into_iter().flatten() {
+    for e in [r.mode.map(Mode::as_str), r.phase.map(Phase::as_str)].into_iter().flatten() {
         k += &format!(" {e}");
     }
     if let Some(t) = r.tokens {
@@ -164,15 +164,15 @@ pub fn check_values(run: &Run) -> Result<(), String> {
     }
     for r in &run.rows {
         let (ep_row, bg_row) = (r.phase.is_some(), r.background.is_some());
-        let fits = match run.benchmark.as_str() {
-            "ep" => ep_row && !bg_row,
-            "interference" => bg_row,
-            _ => !ep_row && !bg_row,
+        let fits = match run.benchmark {
+            Kind::Ep => ep_row && !bg_row,
+            Kind::Interference => bg_row,
+            Kind::Alltoall | Kind::Ceiling => !ep_row && !bg_row,
         };
         if !fits {
             return Err(format!(
                 "row '{}' (cycle {}) is not a row of benchmark '{}'",
-                key(&run.benchmark, r),
+                key(run.benchmark, r),
                 r.cycle,
                 run.benchmark
             ));
@@ -184,13 +184,13 @@ pub fn check_values(run: &Run) -> Result<(), String> {
             } else {
                 format!("{v}")
             };
-            Err(format!("row '{}' (cycle {}): {field} is {v}: {rule}", key(&run.benchmark, r), r.cycle))
+            Err(format!("row '{}' (cycle {}): {field} is {v}: {rule}", key(run.benchmark, r), r.cycle))
         };
         let bg = r.background.as_ref();
         if r.status == Status::Ok && r.time_us.is_none() {
             return Err(format!(
                 "row '{}' (cycle {}): status ok without a time_us: a row that ran has a time",
-                key(&run.benchmark, r),
+                key(run.benchmark, r),
                 r.cycle
             ));
         }
@@ -277,7 +277,7 @@ fn check_cycles(run: &Run) -> Result<(), String> {
     if let Some(r) = run.rows.iter().find(|r| u64::from(r.cycle) >= n) {
         return Err(format!(
             "row '{}' is in cycle {}, but the run had {n} cycles (config.run_cycles)",
-            key(&run.benchmark, r),
+            key(run.benchmark, r),
             r.cycle
         ));
     }
@@ -318,8 +318,8 @@ pub fn check_baseline(run: &Run) -> Result<(), String> {
 fn groups(run: &Run) -> BTreeMap<String, Vec<&Row>> {
     let mut g: BTreeMap<String, Vec<&Row>> = BTreeMap::new();
     for (r, dispatch) in run.rows.iter().zip(run.dispatch_dtypes()) {
-        let mut k = key(&run.benchmark, r);
-        if r.phase.as_deref() == Some("combine") {
+        let mut k = key(run.benchmark, r);
+        if r.phase == Some(Phase::Combine) {
             k += &format!(" after-dispatch={dispatch}");
         }
         g.entry(k).or_default().push(r);

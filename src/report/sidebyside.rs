@@ -5,7 +5,7 @@
 //! and tokens per rank, with ratios to the first run, and SVG plots, and what was not measured
 //! (skipped, failed or wrong); written as Markdown and HTML.
 use super::plots::{self, Series};
-use crate::results::{Row, Run, Status};
+use crate::results::{Kind, Mode, Phase, Row, Run, Status};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
@@ -101,7 +101,7 @@ pub fn check_plottable(run: &Run) -> Result<(), String> {
             if let Some(v) = v.filter(|v| !plots::plottable(*v)) {
                 return Err(format!(
                     "row '{}' (cycle {}): {field} {v:e} cannot be plotted: a plot axis holds values from {:e} to {:e}",
-                    super::compare::key(&run.benchmark, r),
+                    super::compare::key(run.benchmark, r),
                     r.cycle,
                     plots::PLOT_MIN,
                     plots::PLOT_MAX
@@ -349,28 +349,39 @@ fn best_per_size(runs: &[Labeled], all: &[Stats]) -> Vec<Block> {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct EpSection {
     imp: String,
-    mode: String,
+    mode: Option<Mode>,
     dispatch: String,
     /// (hidden, top-k, experts)
     shape: (u64, u64, u64),
 }
 
 impl EpSection {
+    /// e.g. "nvl LL bf16"
+    fn name(&self) -> String {
+        format!("{} {} {}", self.imp, mode_name(self.mode), self.dispatch)
+    }
+
     fn title(&self) -> String {
         let (h, k, e) = self.shape;
         format!(
             "{} {}, dispatch {} (hidden {h}, top-{k} of {e} experts)",
             self.imp,
-            self.mode.to_uppercase(),
+            mode_name(self.mode),
             self.dispatch
         )
     }
 
     fn slug(&self) -> String {
         let (h, k, e) = self.shape;
-        format!("ep_{}_{}_{}_{h}x{k}x{e}", self.imp, self.mode, self.dispatch)
+        let mode = self.mode.map_or("-", Mode::as_str);
+        format!("ep_{}_{mode}_{}_{h}x{k}x{e}", self.imp, self.dispatch)
             .replace(|c: char| !(c.is_ascii_alphanumeric() || c == 'x'), "_")
     }
+}
+
+/// A mode as the report shows it: LL, HT.
+fn mode_name(m: Option<Mode>) -> String {
+    m.map_or("-".into(), |m| m.as_str().to_uppercase())
 }
 
 /// Each EP row of `run` with its section.
@@ -381,7 +392,7 @@ fn ep_sections(run: &Run) -> Vec<(EpSection, &Row)> {
         .map(|(r, dispatch)| {
             let section = EpSection {
                 imp: r.impl_name.clone(),
-                mode: r.mode.as_deref().unwrap_or("-").into(),
+                mode: r.mode,
                 dispatch: dispatch.into(),
                 shape: (r.hidden.unwrap_or(0), r.topk.unwrap_or(0), r.experts.unwrap_or(0)),
             };
@@ -391,13 +402,13 @@ fn ep_sections(run: &Run) -> Vec<(EpSection, &Row)> {
 }
 
 /// Mean time and bw of the measured rows per (section, phase, tokens).
-type EpStats = BTreeMap<(EpSection, String, u64), (f64, Option<f64>)>;
+type EpStats = BTreeMap<(EpSection, Option<Phase>, u64), (f64, Option<f64>)>;
 
 fn ep_stats(run: &Run) -> EpStats {
-    let mut acc: BTreeMap<(EpSection, String, u64), Vec<&Row>> = BTreeMap::new();
+    let mut acc: BTreeMap<(EpSection, Option<Phase>, u64), Vec<&Row>> = BTreeMap::new();
     for (sec, r) in ep_sections(run) {
         if measured(r) {
-            acc.entry((sec, r.phase.clone().unwrap_or_default(), r.tokens.unwrap_or(0))).or_default().push(r);
+            acc.entry((sec, r.phase, r.tokens.unwrap_or(0))).or_default().push(r);
         }
     }
     acc.into_iter()
@@ -431,18 +442,10 @@ fn ep_build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String
     );
     let all: Vec<EpStats> = runs.iter().map(|l| ep_stats(&l.run)).collect();
     let every_row = || runs.iter().flat_map(|l| l.run.rows.iter());
-    let mode_at = first_seen(every_row().map(|r| r.mode.as_deref().unwrap_or("-")));
     let impl_at = first_seen(every_row().map(|r| r.impl_name.as_str()));
     let dtype_at = first_seen(every_row().map(|r| r.dtype.as_str()));
-    let phase_at = |p: &str| match p {
-        "dispatch" => 0,
-        "combine" => 1,
-        _ => 2,
-    };
     let mut sections: Vec<EpSection> = all.iter().flat_map(|s| s.keys().map(|k| k.0.clone())).collect();
-    sections.sort_by_key(|s| {
-        (mode_at.get(&s.mode).copied(), impl_at.get(&s.imp).copied(), dtype_at.get(&s.dispatch).copied(), s.shape)
-    });
+    sections.sort_by_key(|s| (s.mode, impl_at.get(&s.imp).copied(), dtype_at.get(&s.dispatch).copied(), s.shape));
     sections.dedup();
     for sec in &sections {
         doc.push(Block::Heading(sec.title()));
@@ -466,36 +469,38 @@ fn ep_build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String
                 defs.iter().map(|(l, d)| format!("{l}: {d}")).collect::<Vec<_>>().join("; ")
             ),
         }));
-        let mut lines: Vec<(String, u64)> =
-            all.iter().flat_map(|s| s.keys().filter(|k| &k.0 == sec).map(|k| (k.1.clone(), k.2))).collect();
-        lines.sort_by(|a, b| (phase_at(&a.0), &a.0, a.1).cmp(&(phase_at(&b.0), &b.0, b.1)));
+        // Dispatch before combine, each by tokens.
+        let mut lines: Vec<(Option<Phase>, u64)> =
+            all.iter().flat_map(|s| s.keys().filter(|k| &k.0 == sec).map(|k| (k.1, k.2))).collect();
+        lines.sort();
         lines.dedup();
-        let phases: Vec<String> = {
-            let mut p: Vec<String> = lines.iter().map(|l| l.0.clone()).collect();
+        let phases: Vec<Option<Phase>> = {
+            let mut p: Vec<Option<Phase>> = lines.iter().map(|l| l.0).collect();
             p.dedup();
             p
         };
-        let cell = |s: &EpStats, phase: &str, tokens: u64| s.get(&(sec.clone(), phase.to_string(), tokens)).cloned();
+        let phase_name = |p: Option<Phase>| p.map_or("-", Phase::as_str);
+        let cell = |s: &EpStats, phase: Option<Phase>, tokens: u64| s.get(&(sec.clone(), phase, tokens)).cloned();
         // One line per run and phase.
         let series = |bw: bool| -> Vec<Series> {
             let mut v = vec![];
             for (l, s) in runs.iter().zip(&all) {
-                for ph in &phases {
+                for &ph in &phases {
                     let points = lines
                         .iter()
-                        .filter(|(p, _)| p == ph)
-                        .filter_map(|(p, t)| {
-                            let (time, b) = cell(s, p, *t)?;
-                            Some((*t as f64, if bw { b? } else { time }))
+                        .filter(|(p, _)| *p == ph)
+                        .filter_map(|&(p, t)| {
+                            let (time, b) = cell(s, p, t)?;
+                            Some((t as f64, if bw { b? } else { time }))
                         })
                         .collect();
-                    v.push(Series { label: format!("{} {ph}", l.label), points });
+                    v.push(Series { label: format!("{} {}", l.label, phase_name(ph)), points });
                 }
             }
             v
         };
         for (kind, bw, y, log_y) in [("bw", true, "bw (GB/s)", false), ("time", false, "time (µs)", true)] {
-            let title = format!("{} {}, dispatch {}: {kind}", sec.imp, sec.mode.to_uppercase(), sec.dispatch);
+            let title = format!("{} {}, dispatch {}: {kind}", sec.imp, mode_name(sec.mode), sec.dispatch);
             let stem = format!("{kind}_{}", sec.slug());
             doc.extend(charts.chart(&stem, &title, plots::XAxis::Tokens, y, &series(bw), log_y)?);
         }
@@ -503,18 +508,13 @@ fn ep_build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String
         t[0].extend(runs.iter().map(|l| format!("{} bw", l.label)));
         t[0].extend(runs.iter().skip(1).map(|l| format!("{} / {}", l.label, runs[0].label)));
         t[0].extend(runs.iter().map(|l| format!("{} time", l.label)));
-        for (phase, tokens) in &lines {
-            let cells: Vec<Option<(f64, Option<f64>)>> = all.iter().map(|s| cell(s, phase, *tokens)).collect();
-            t.push(stat_row(vec![phase.clone(), tokens.to_string()], &cells));
+        for &(phase, tokens) in &lines {
+            let cells: Vec<Option<(f64, Option<f64>)>> = all.iter().map(|s| cell(s, phase, tokens)).collect();
+            t.push(stat_row(vec![phase_name(phase).into(), tokens.to_string()], &cells));
         }
         doc.push(Block::Table(t));
     }
-    doc.extend(not_measured(runs, |run| {
-        ep_sections(run)
-            .into_iter()
-            .map(|(s, r)| (format!("{} {} {}", s.imp, s.mode.to_uppercase(), s.dispatch), r))
-            .collect()
-    }));
+    doc.extend(not_measured(runs, |run| ep_sections(run).into_iter().map(|(s, r)| (s.name(), r)).collect()));
     Ok(doc)
 }
 
@@ -546,17 +546,17 @@ fn not_measured<'a>(runs: &'a [Labeled], what: impl Fn(&'a Run) -> Vec<(String, 
 /// The foreground each interference row of `run` measures: one report section each. A combine
 /// (always bf16) is named with the dispatch it followed, as compare keys it.
 fn fg_sections(run: &Run) -> Vec<(String, &Row)> {
-    let title = |r: &Row, dispatch: &str| match (&r.mode, &r.phase, r.tokens) {
-        (Some(m), Some(p), Some(k)) if p == "combine" => {
+    let title = |r: &Row, dispatch: &str| match (r.mode, r.phase, r.tokens) {
+        (m @ Some(_), Some(p @ Phase::Combine), Some(k)) => {
             format!(
                 "{} {} {p}, {k} tokens per rank, {} after a {dispatch} dispatch",
                 r.impl_name,
-                m.to_uppercase(),
+                mode_name(m),
                 r.dtype
             )
         }
-        (Some(m), Some(p), Some(k)) => {
-            format!("{} {} {p}, {k} tokens per rank, {}", r.impl_name, m.to_uppercase(), r.dtype)
+        (m @ Some(_), Some(p), Some(k)) => {
+            format!("{} {} {p}, {k} tokens per rank, {}", r.impl_name, mode_name(m), r.dtype)
         }
         _ => format!("{} {} B {}", r.impl_name, r.size_bytes, r.dtype),
     };
@@ -853,10 +853,10 @@ pub fn write(runs: &[Labeled], dir: &Path) -> Result<(), String> {
     // failure leaves the folder as it was (or no folder), never part of one report and part of
     // another.
     let mut charts = PlotDir::default();
-    let doc = match runs[0].run.benchmark.as_str() {
-        "ep" => ep_build(runs, &mut charts)?,
-        "interference" => interference_build(runs, &mut charts)?,
-        _ => build(runs, &mut charts)?,
+    let doc = match runs[0].run.benchmark {
+        Kind::Ep => ep_build(runs, &mut charts)?,
+        Kind::Interference => interference_build(runs, &mut charts)?,
+        Kind::Alltoall | Kind::Ceiling => build(runs, &mut charts)?,
     };
     let created = !dir.exists();
     if created {

@@ -31,7 +31,7 @@ pub fn run(rows: Vec<Row>) -> Run {
     let cycles = rows.iter().map(|r| r.cycle + 1).max().unwrap_or(1);
     Run {
         schema: SCHEMA.into(),
-        benchmark: "alltoall".into(),
+        benchmark: Kind::Alltoall,
         tool: Tool { version: "0.1.0".into(), git: "x".into(), build: "release".into() },
         command: "alltoall_perf".into(),
         started_at: "2026-11-21T10:00:00Z".into(),
@@ -85,8 +85,8 @@ pub fn ep_row(
         algbw_gbps: Some(bw),
         wrong: Some(0),
         status: Status::Ok,
-        mode: Some(mode.into()),
-        phase: Some(phase.into()),
+        mode: Some(Mode::from_name(mode).expect("ll or ht")),
+        phase: Some(Phase::from_name(phase).expect("dispatch or combine")),
         tokens: Some(tokens),
         hidden: Some(7168),
         topk: Some(8),
@@ -103,7 +103,7 @@ pub fn ep_row(
 #[allow(dead_code)]
 pub fn ep_run(ranks: usize, rows: Vec<Row>) -> Run {
     let mut r = run(rows);
-    r.benchmark = "ep".into();
+    r.benchmark = Kind::Ep;
     r.command = "ep_perf".into();
     r.env.ranks = ranks;
     r
@@ -145,7 +145,7 @@ pub fn interference_row(bg_size: u64, fg: (f64, f64), bg: (f64, f64), cycle: u32
 /// An interference run of 4 ranks holding `rows`.
 #[allow(dead_code)]
 pub fn interference_run(rows: Vec<Row>) -> Run {
-    Run { benchmark: "interference".into(), command: "interference_perf".into(), ..run(rows) }
+    Run { benchmark: Kind::Interference, command: "interference_perf".into(), ..run(rows) }
 }
 
 /// Compares `got` with tests/golden/`name`; GINBENCH_BLESS=1 writes the file instead.

@@ -43,6 +43,9 @@ fn boxed<T: Impl + 'static>(made: Result<std::result::Result<T, String>>) -> Mad
     made.map(|i| i.map(|i| Box::new(i) as Box<dyn Impl>))
 }
 
+/// The impl that runs one of the others per size (the report sets it against the best of them).
+pub const AUTO: &str = "auto";
+
 /// Every implementation, in `-D all` order. Adding one means: a Rust file in src/alltoall/,
 /// its kernels in src/kernels/, and an entry here.
 pub const IMPLS: &[ImplInfo] = &[
@@ -147,7 +150,7 @@ pub const IMPLS: &[ImplInfo] = &[
     },
     ImplInfo {
         id: 6,
-        name: "auto",
+        name: AUTO,
         needs_window: true,
         gin: None,
         all_resident: &[nvl::Kind::LowLatency, nvl::Kind::LowLatency128],

@@ -493,12 +493,7 @@ fn config_json(c: &Config) -> serde_json::Value {
         "device_cta_count": c.ctas,
         "profile_tokens": c.profile_tokens,
         "gin": c.gin,
-        "order": {
-            "host": "deterministic: per source rank, per local expert, tokens in order",
-            "nvl-ll": "per local expert, source ranks in order; inside one (expert, source) segment rows are in arrival order (not deterministic), checked as sets",
-            "nvl-ht": "deterministic: (source rank, token) order",
-            "gin": "as nvl (gin, hybrid and their -emu forms run the nvl protocols)",
-        },
+        "order": c.impls.iter().map(|i| (i.name, i.order)).collect::<std::collections::BTreeMap<_, _>>(),
         "fp8_quantization": "LL: inside the timed dispatch (nvl: in its dispatch kernel; the others: a quantize kernel launched first); HT: before timing (HT takes FP8 input)",
     })
 }

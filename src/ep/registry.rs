@@ -13,6 +13,9 @@ pub struct EpImplInfo {
     pub about: &'static str,
     /// The GIN transport it runs on, if any.
     pub gin: Option<GinTransport>,
+    /// The order its dispatch leaves the received rows in (the check follows it; the results'
+    /// `config.order` records it).
+    pub order: &'static str,
     /// Set it up (collective). `gin` is NCCL's answer about GIN on these ranks.
     pub make: fn(&Ctx, &Gin) -> Made,
 }
@@ -36,6 +39,11 @@ fn boxed<T: EpImpl + 'static>(made: Result<std::result::Result<T, String>>) -> M
     made.map(|i| i.map(|i| Box::new(i) as Box<dyn EpImpl>))
 }
 
+/// nvl's order, which gin and hybrid (and their -emu forms) keep: they run its protocols.
+const NVL_ORDER: &str = "LL: per local expert, source ranks in order; inside one (expert, source) segment rows are \
+                         in arrival order (not deterministic), checked as sets. HT: deterministic, (source rank, \
+                         token) order";
+
 fn over_gin(t: GinTransport, c: &Ctx, gin: &Gin) -> Made {
     boxed(gin::Gin::new(t, c, gin))
 }
@@ -47,36 +55,42 @@ pub const IMPLS: &[EpImplInfo] = &[
         name: "host",
         about: "Megatron-style: permute kernel, count exchange, NCCL grouped send/recv; combine mirrored",
         gin: None,
+        order: "deterministic: per source rank, per local expert, tokens in order",
         make: |c, _| Ok(Ok(Box::new(host::Host::new(c)?))),
     },
     EpImplInfo {
         name: "nvl",
         about: "NVLink (LSA) device kernels: LL per-expert slots, HT rows once per destination rank",
         gin: None,
+        order: NVL_ORDER,
         make: |c, _| boxed(nvl::Nvl::new(c)),
     },
     EpImplInfo {
         name: "gin",
         about: "the nvl dispatch with every row put through GIN, combine pushed back; skipped where GIN is unavailable",
         gin: Some(GinTransport::Gin),
+        order: NVL_ORDER,
         make: |c, g| over_gin(GinTransport::Gin, c, g),
     },
     EpImplInfo {
         name: "hybrid",
         about: "as gin, with NVLink stores inside the node; skipped where GIN is unavailable",
         gin: Some(GinTransport::Hybrid),
+        order: NVL_ORDER,
         make: |c, g| over_gin(GinTransport::Hybrid, c, g),
     },
     EpImplInfo {
         name: "gin-emu",
         about: "gin on --emulate-nodes virtual nodes (GIN emulated over NVLink)",
         gin: Some(GinTransport::GinEmu),
+        order: NVL_ORDER,
         make: |c, g| over_gin(GinTransport::GinEmu, c, g),
     },
     EpImplInfo {
         name: "hybrid-emu",
         about: "hybrid on --emulate-nodes virtual nodes (GIN emulated over NVLink between them)",
         gin: Some(GinTransport::HybridEmu),
+        order: NVL_ORDER,
         make: |c, g| over_gin(GinTransport::HybridEmu, c, g),
     },
 ];

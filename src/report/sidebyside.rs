@@ -5,6 +5,7 @@
 //! and tokens per rank, with ratios to the first run, and SVG plots, and what was not measured
 //! (skipped, failed or wrong); written as Markdown and HTML.
 use super::plots::{self, Series};
+use crate::alltoall::registry::AUTO;
 use crate::results::{Kind, Mode, Phase, Row, Run, Status};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
@@ -286,9 +287,6 @@ fn build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {
     }));
     Ok(doc)
 }
-
-/// The impl `auto` stands for: it runs one of the others per size.
-const AUTO: &str = "auto";
 
 /// Per (dtype, placement): the fastest impl at each size in every run, its busbw, and `auto`'s
 /// time over the best's where auto ran, so a crossover auto takes at the wrong size shows (the

@@ -91,11 +91,7 @@ impl Nvl {
         let (l, r, k, h, t) = (a.local as usize, n, a.topk as usize, a.hidden as usize, c.max_tokens);
         let row = a.row as usize;
         let stream = &c.gpu.stream;
-        let ctrl_bytes = match c.mode {
-            Mode::Ll => 2 * l * r * 8 + 2 * r * 8 + l * r * 8,
-            Mode::Ht => 2 * r * (r + l) * 8 + 4 * r * 8,
-        };
-        let ctrl = SymBuffer::new(c.comm, ctrl_bytes, stream)?;
+        let ctrl = SymBuffer::new(c.comm, ctrl_layout(c.mode, l, r).1, stream)?;
         let (parts, y_rows) = match c.mode {
             Mode::Ll => {
                 let cap = r * t;
@@ -140,19 +136,22 @@ impl Nvl {
         }))
     }
 
-    /// Offsets of the control window's regions (its size is set in `new`).
+    /// Offsets of the control window's three regions.
     fn ctrl_offsets(&self, a: &Args) -> (usize, usize, usize) {
-        let (l, r) = (a.local as usize, a.ranks as usize);
-        match self.mode {
-            // LL: counts, combine flags, ranges (written by the experts' ranks, read by the combine).
-            Mode::Ll => (0, 2 * l * r * 8, 2 * l * r * 8 + 2 * r * 8),
-            // HT: count matrix, dispatch flags, combine flags.
-            Mode::Ht => {
-                let mat = 2 * r * (r + l) * 8;
-                (0, mat, mat + 2 * r * 8)
-            }
-        }
+        ctrl_layout(self.mode, a.local as usize, a.ranks as usize).0
     }
+}
+
+/// The control window for `local` experts a rank on `ranks` ranks: the offsets of its three
+/// regions, and its size in bytes. LL: counts, combine flags, ranges (written by the experts'
+/// ranks, read by the combine). HT: count matrix, dispatch flags, combine flags.
+fn ctrl_layout(mode: Mode, local: usize, ranks: usize) -> ((usize, usize, usize), usize) {
+    let (l, r) = (local, ranks);
+    let [a, b, c] = match mode {
+        Mode::Ll => [2 * l * r * 8, 2 * r * 8, l * r * 8],
+        Mode::Ht => [2 * r * (r + l) * 8, 2 * r * 8, 2 * r * 8],
+    };
+    ((0, a, a + b), a + b + c)
 }
 
 impl EpImpl for Nvl {

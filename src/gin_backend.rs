@@ -11,12 +11,30 @@ use std::path::{Path, PathBuf};
 /// The plugin's file name: NCCL_NET_PLUGIN takes its path.
 pub const PLUGIN_FILE: &str = "libnccl-net-ginbench.so";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// Who carries GIN: `--gin-backend`, and the results' `env.gin.backend`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// Whatever NCCL finds (its own IB / RoCE backends, or a net plugin such as aws-ofi-nccl)
+    #[default]
     Nccl,
     /// The loopback plugin: GIN between the GPUs of this host, no NIC needed
     Loopback,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Nccl => "nccl",
+            Backend::Loopback => "loopback",
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The loopback plugin NCCL was pointed at.
@@ -76,14 +94,14 @@ pub fn select(
     }
     let path = plugin_path()?;
     let version = plugin_version(&path)?;
-    // NCCL_GIN_TYPE 2 is PROXY, the kind the plugin is; pinning it also names it in the results
+    // NCCL_GIN_TYPE PROXY, the kind the plugin is: pinning it also names it in the results
     // (NCCL 2.28 cannot be asked which GIN type it chose).
     // NCCL_NET_PLUGIN_REF_COUNT=1: NCCL 2.28.9 unloads an external net plugin (and forgets its
     // name) when the last communicator using it is destroyed, so every later communicator
     // (ginbench's GIN probe comes first) would fall back to the socket net, without GIN.
     let mut vars = vec![
         ("NCCL_NET_PLUGIN".to_string(), path.display().to_string()),
-        ("NCCL_GIN_TYPE".to_string(), "2".to_string()),
+        ("NCCL_GIN_TYPE".to_string(), crate::gin_transport::GinType::Proxy.nccl_type().to_string()),
         ("NCCL_NET_PLUGIN_REF_COUNT".to_string(), "1".to_string()),
     ];
     // ginbench's kernels never reset a GIN signal, so the plugin may trust its shadow of each

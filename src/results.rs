@@ -211,8 +211,8 @@ pub struct Gin {
     pub connection: String,
     /// Who carries GIN: "nccl" (NCCL's own backends or a NIC's plugin) or "loopback" (ginbench's
     /// plugin moving GIN between the GPUs of one host: not a network).
-    #[serde(default = "nccl_backend")]
-    pub backend: String,
+    #[serde(default)]
+    pub backend: crate::gin_backend::Backend,
     /// The loopback plugin's name and version ("" otherwise).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub plugin: String,
@@ -238,21 +238,16 @@ named_enum! {
 }
 
 impl GinKind {
-    /// From NCCL's `NCCL_GIN_TYPE` / `ncclGinType_t` number.
+    /// From NCCL's `NCCL_GIN_TYPE` / `ncclGinType_t` number (0 is none; the others are
+    /// [`GinType::nccl_type`](crate::gin_transport::GinType::nccl_type)'s).
     pub fn from_nccl_type(t: i32) -> GinKind {
-        match t {
-            0 => GinKind::None,
-            2 => GinKind::Proxy,
-            3 => GinKind::Gdaki,
-            4 => GinKind::Gpi,
-            5 => GinKind::EfaGda,
-            _ => GinKind::Unknown,
+        use clap::ValueEnum;
+        if t == 0 {
+            return GinKind::None;
         }
+        let of_type = crate::gin_transport::GinType::value_variants().iter().find(|g| g.nccl_type() as i32 == t);
+        of_type.and_then(|g| GinKind::from_name(&g.name())).unwrap_or(GinKind::Unknown)
     }
-}
-
-fn nccl_backend() -> String {
-    "nccl".into()
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

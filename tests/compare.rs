@@ -1,4 +1,5 @@
 //! The regression gate: verdicts, fail-closed rules, outputs, exit codes, and a fuzzed loader.
+use ginbench::gin_backend::Backend;
 use ginbench::report::compare::{self, Verdict};
 use ginbench::report::json;
 use ginbench::results::*;
@@ -670,13 +671,17 @@ fn the_command_refuses_empty_failed_and_impossible_files() {
 fn a_loopback_gin_run_is_never_gated_against_a_network_run() {
     let b = run(vec![row("gin", 1 << 20, 10.0, 11.0, 0)]);
     let mut c = b.clone();
-    c.env.gin.backend = "loopback".into();
+    c.env.gin.backend = Backend::Loopback;
     let e = compare::compare(&b, &c, 0.05).unwrap_err();
     assert!(e.contains("GIN backend differs (nccl -> loopback)"), "{e}");
-    // Spelled otherwise, it is no backend the tools write.
-    let mut odd = b.clone();
-    odd.env.gin.backend = "Loopback".into();
-    assert!(compare::compare(&b, &odd, 0.05).unwrap_err().contains("env.gin.backend is 'Loopback'"));
+    // Spelled otherwise, it is no backend the tools write: the file is refused as it loads.
+    let mut odd: serde_json::Value = serde_json::from_str(&json::to_string(&b)).unwrap();
+    odd["env"]["gin"]["backend"] = "Loopback".into();
+    let e = json::parse(&odd.to_string()).unwrap_err();
+    assert!(e.contains("unknown variant `Loopback`, expected `nccl` or `loopback`"), "{e}");
+    // A file from before the field reads as NCCL's own.
+    odd["env"]["gin"].as_object_mut().unwrap().remove("backend");
+    assert_eq!(json::parse(&odd.to_string()).unwrap().env.gin.backend, Backend::Nccl);
     // Two loopback runs compare as usual, and say nothing about the backend.
     let o = compare::compare(&c, &c.clone(), 0.05).unwrap();
     assert!(o.passed && o.env_differences.is_empty());

@@ -77,7 +77,7 @@ fn sample() -> Run {
                 kind: GinKind::None,
                 reason: "GIN not supported.".into(),
                 connection: "none".into(),
-                backend: "nccl".into(),
+                backend: ginbench::gin_backend::Backend::Nccl,
                 plugin: String::new(),
                 nodes: 1,
             },

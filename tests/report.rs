@@ -340,7 +340,7 @@ fn report_md(tag: &str, runs: &[Labeled]) -> String {
 #[test]
 fn a_loopback_run_beside_a_network_run_is_flagged() {
     let mut lo = run("NVIDIA H200", GinKind::Proxy, 1.0);
-    lo.env.gin.backend = "loopback".into();
+    lo.env.gin.backend = ginbench::gin_backend::Backend::Loopback;
     lo.env.gin.nodes = 1;
     let runs = vec![
         Labeled { label: "ib".into(), run: run("NVIDIA H200", GinKind::Gdaki, 2.0) },

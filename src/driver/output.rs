@@ -141,7 +141,7 @@ impl Output {
         }
         s += describe;
         s += &format!("# ranks {} hosts {} gin: {} ({})\n", e.ranks, e.hosts.len(), e.gin.kind, e.gin.reason);
-        if e.gin.backend == "loopback" {
+        if e.gin.backend == crate::gin_backend::Backend::Loopback {
             s += &format!(
                 "# gin backend: loopback ({}), {} node(s) to NCCL: GIN between this host's GPUs, not a network\n",
                 e.gin.plugin, e.gin.nodes

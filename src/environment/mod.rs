@@ -3,6 +3,7 @@
 //! `ginbench env` ([`node`]).
 pub mod node;
 
+use crate::gin_backend::Backend;
 use crate::results::{Env, Gin, GinKind, Gpu as GpuInfo, NcclInfo, NetDevice, Network};
 use std::collections::BTreeMap;
 use std::fs;
@@ -106,7 +107,7 @@ pub fn build(gpus: Vec<GpuInfo>, gin: Gin, nccl: Option<&crate::nccl::Nccl>) -> 
             path: nccl.map(|l| l.path.clone()).unwrap_or_default(),
         },
         gin: Gin {
-            backend: if LOOPBACK.get().is_some() { "loopback" } else { "nccl" }.into(),
+            backend: if LOOPBACK.get().is_some() { Backend::Loopback } else { Backend::Nccl },
             plugin: LOOPBACK.get().map(|l| format!("{} at {}", l.version, l.path.display())).unwrap_or_default(),
             nodes: 1,
             ..gin_with_hint(gin, &network)

@@ -153,9 +153,6 @@ pub const MIN_TIME_US: f64 = 1e-3;
 /// (n-1)/n is 0); and the rows must be the run's `-N` cycles (see [`check_cycles`]). The error
 /// names the row's key, its cycle and the field.
 pub fn check_values(run: &Run) -> Result<(), String> {
-    if !matches!(gin_backend(run), "nccl" | "loopback") {
-        return Err(format!("env.gin.backend is '{}': it is 'nccl' or 'loopback'", run.env.gin.backend));
-    }
     if !matches!(run.tool.build.as_str(), "" | "release" | "debug") {
         return Err(format!("tool.build is '{}': it is 'release' or 'debug'", run.tool.build));
     }
@@ -426,20 +423,11 @@ fn busbw(rows: &[&Row]) -> Option<f64> {
     mean(&rows.iter().filter(|r| r.status == Status::Ok).filter_map(|r| r.busbw_gbps).collect::<Vec<_>>())
 }
 
-/// Who carried GIN in a run: "nccl" (a NIC, or none) or "loopback" (ginbench's plugin, one host).
-pub fn gin_backend(r: &Run) -> &str {
-    if r.env.gin.backend.is_empty() {
-        "nccl"
-    } else {
-        &r.env.gin.backend
-    }
-}
-
 /// A loopback GIN run measures a software proxy on one host: its gin / hybrid rows must never be
 /// set beside a network run's as if they were the same thing.
 fn loopback_mismatch(a: &Run, b: &Run) -> Option<String> {
-    let (x, y) = (gin_backend(a), gin_backend(b));
-    (x != y && (x == "loopback" || y == "loopback")).then(|| {
+    let (x, y) = (a.env.gin.backend, b.env.gin.backend);
+    (x != y).then(|| {
         format!(
             "GIN backend differs ({x} -> {y}): a loopback run's gin / hybrid figures come from ginbench's software proxy on one host, not a network"
         )
@@ -469,7 +457,7 @@ pub fn env_differences(a: &Run, b: &Run) -> Vec<String> {
         ("ranks", a.env.ranks.to_string(), b.env.ranks.to_string()),
         ("hosts", a.env.hosts.len().to_string(), b.env.hosts.len().to_string()),
         ("GIN type", a.env.gin.kind.to_string(), b.env.gin.kind.to_string()),
-        ("GIN backend", gin_backend(a).into(), gin_backend(b).into()),
+        ("GIN backend", a.env.gin.backend.to_string(), b.env.gin.backend.to_string()),
         ("network", a.env.network.kind.clone(), b.env.network.kind.clone()),
         ("driver", a.env.driver.clone(), b.env.driver.clone()),
     ];

@@ -6,6 +6,7 @@
 //! (skipped, failed or wrong); written as Markdown and HTML.
 use super::plots::{self, Series};
 use crate::alltoall::registry::AUTO;
+use crate::gin_backend::Backend;
 use crate::results::{Kind, Mode, Phase, Row, Run, Status};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
@@ -151,8 +152,8 @@ fn env_table(runs: &[Labeled]) -> Table {
             e.driver.clone(),
             crate::results::version_string(e.nccl.library),
             format!("{} ({})", e.gin.kind, if e.gin.connection.is_empty() { "-" } else { &e.gin.connection }),
-            match super::compare::gin_backend(&l.run) {
-                "loopback" => format!("loopback, {} node(s): not a network", e.gin.nodes),
+            match e.gin.backend {
+                Backend::Loopback => format!("loopback, {} node(s): not a network", e.gin.nodes),
                 b => b.to_string(),
             },
             format!(

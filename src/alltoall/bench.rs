@@ -3,6 +3,7 @@
 use super::cli::Config;
 use super::{InPlace, Rank};
 use crate::cuda::Gpu;
+use crate::driver::cli::Entry;
 use crate::driver::{self, Benchmark, Output, RankCtx};
 use crate::error::{Error, Result};
 use crate::gin_transport;
@@ -40,7 +41,7 @@ impl Benchmark for Config {
     }
 
     fn real_gin_impls(&self) -> Vec<&'static str> {
-        self.impls.iter().filter(|i| i.real_gin()).map(|i| i.name).collect()
+        driver::cli::real_gin_names(&self.impls)
     }
 
     fn describe(&self, _env: &Env) -> String {

@@ -82,7 +82,7 @@ impl Config {
         let step = sizes::parse_size(&a.stepbytes)?;
         let sweep = sizes::byte_sweep(min, max, a.stepfactor, step)?;
         let impls = registry::resolve(&a.implementation)?;
-        let asked = Asked::new(&a.implementation, impls.iter().map(|i| (i.name, i.emulated(), i.real_gin())));
+        let asked = Asked::new(&a.implementation, &impls);
         let common = Common::from_args(&a.common, asked, command)?;
         registry::check_registration(a.local_register, &impls)?;
         let blocking = a.blocking;

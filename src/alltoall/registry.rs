@@ -28,14 +28,12 @@ impl std::fmt::Debug for ImplInfo {
     }
 }
 
-impl ImplInfo {
-    /// Runs on GIN emulated between virtual nodes (`--emulate-nodes`).
-    pub fn emulated(&self) -> bool {
-        self.gin.is_some_and(GinTransport::emulated)
+impl crate::driver::cli::Entry for ImplInfo {
+    fn name(&self) -> &'static str {
+        self.name
     }
-    /// Needs NCCL's own GIN.
-    pub fn real_gin(&self) -> bool {
-        self.gin.is_some_and(|g| !g.emulated())
+    fn gin(&self) -> Option<GinTransport> {
+        self.gin
     }
 }
 

@@ -1,6 +1,7 @@
 //! The flags every benchmark shares (nccl-tests' where they overlap), validated once. Each
 //! benchmark flattens [`CommonArgs`] into its own clap struct and adds its own flags.
 use crate::error::{Error, Result};
+use crate::gin_transport::GinTransport;
 use crate::harness::stats::Average;
 use std::path::{Path, PathBuf};
 
@@ -137,6 +138,26 @@ pub(crate) use gin_flags;
 
 gin_flags!(GinArgs, "gin", "the device communicators of gin / hybrid");
 
+/// What the driver needs of an implementation's registry entry (alltoall's and EP's).
+pub trait Entry: 'static {
+    fn name(&self) -> &'static str;
+    /// The GIN transport it runs on, if any.
+    fn gin(&self) -> Option<GinTransport>;
+    /// Runs on GIN emulated between virtual nodes (`--emulate-nodes`).
+    fn emulated(&self) -> bool {
+        self.gin().is_some_and(GinTransport::emulated)
+    }
+    /// Needs NCCL's own GIN.
+    fn real_gin(&self) -> bool {
+        self.gin().is_some_and(|g| !g.emulated())
+    }
+}
+
+/// The names of `impls` that need NCCL's own GIN (for `--require-gin`).
+pub fn real_gin_names<E: Entry>(impls: &[&E]) -> Vec<&'static str> {
+    impls.iter().filter(|i| i.real_gin()).map(|i| i.name()).collect()
+}
+
 /// What a run's `-D` asks for, as far as the shared flags depend on it.
 #[derive(Debug, Clone, Copy)]
 pub struct Asked<'a> {
@@ -149,14 +170,13 @@ pub struct Asked<'a> {
 }
 
 impl<'a> Asked<'a> {
-    /// From `-D`'s text and the impls it resolved to, each as (name, emulated, on NCCL's GIN).
-    pub fn new(spec: &str, impls: impl IntoIterator<Item = (&'a str, bool, bool)>) -> Asked<'a> {
-        let mut asked = Asked { first_emu: None, all: spec.trim() == "all", real_gin: false };
-        for (name, emulated, real_gin) in impls {
-            asked.first_emu = asked.first_emu.or(emulated.then_some(name));
-            asked.real_gin |= real_gin;
+    /// From `-D`'s text and the impls it resolved to.
+    pub fn new<E: Entry>(spec: &str, impls: &[&E]) -> Asked<'static> {
+        Asked {
+            first_emu: impls.iter().find(|i| i.emulated()).map(|i| i.name()),
+            all: spec.trim() == "all",
+            real_gin: impls.iter().any(|i| i.real_gin()),
         }
-        asked
     }
 }
 

@@ -9,6 +9,7 @@ use super::shape::{Payload, Shape};
 use super::{Ctx, EpImpl};
 use crate::bootstrap::Bootstrap;
 use crate::cuda::Gpu;
+use crate::driver::cli::Entry;
 use crate::driver::{self, Benchmark, Output, RankCtx};
 use crate::error::Result;
 use crate::gin_transport;
@@ -69,7 +70,7 @@ impl Benchmark for Config {
     }
 
     fn real_gin_impls(&self) -> Vec<&'static str> {
-        self.impls.iter().filter(|i| i.real_gin()).map(|i| i.name).collect()
+        driver::cli::real_gin_names(&self.impls)
     }
 
     fn describe(&self, env: &Env) -> String {

@@ -121,7 +121,7 @@ impl Config {
         let gen = Generator::parse(&a.routing)?;
         gen.validate(shape.experts, shape.topk)?;
         let impls = registry::resolve(&a.implementation)?;
-        let asked = Asked::new(&a.implementation, impls.iter().map(|i| (i.name, i.emulated(), i.real_gin())));
+        let asked = Asked::new(&a.implementation, &impls);
         let common = Common::from_args(&a.common, asked, command)?;
         shape.validate(common.ranks.unwrap_or(0))?;
         let gin = a.gin.request(asked.real_gin)?;

@@ -26,12 +26,12 @@ impl std::fmt::Debug for EpImplInfo {
     }
 }
 
-impl EpImplInfo {
-    pub fn emulated(&self) -> bool {
-        self.gin.is_some_and(GinTransport::emulated)
+impl crate::driver::cli::Entry for EpImplInfo {
+    fn name(&self) -> &'static str {
+        self.name
     }
-    pub fn real_gin(&self) -> bool {
-        self.gin.is_some_and(|g| !g.emulated())
+    fn gin(&self) -> Option<GinTransport> {
+        self.gin
     }
 }
 

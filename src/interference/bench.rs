@@ -9,6 +9,7 @@ use crate::alltoall::bench::{buffer_bytes, buffer_span, Step};
 use crate::bootstrap::group::Group;
 use crate::bootstrap::Bootstrap;
 use crate::cuda::Gpu;
+use crate::driver::cli::Entry;
 use crate::driver::{self, Benchmark, Output, RankCtx};
 use crate::ep::bench::{row_base, Phases};
 use crate::ep::device::Checks;

@@ -5,7 +5,7 @@
 use super::background;
 use super::layout::Layout;
 use crate::alltoall::registry::{self as a2a, ImplInfo};
-use crate::driver::cli::{gin_flags, help_footer, list, Asked, CommonArgs, VERSION};
+use crate::driver::cli::{gin_flags, help_footer, list, real_gin_names, Asked, CommonArgs, VERSION};
 use crate::driver::Common;
 use crate::dtype::Dtype;
 use crate::ep::metrics::Mode;
@@ -228,8 +228,8 @@ impl Foreground {
     /// Names of its impls on NCCL's GIN.
     pub fn real_gin_impls(&self) -> Vec<&'static str> {
         match self {
-            Foreground::Alltoall { impls, .. } => impls.iter().filter(|i| i.real_gin()).map(|i| i.name).collect(),
-            Foreground::Ep { impls, .. } => impls.iter().filter(|i| i.real_gin()).map(|i| i.name).collect(),
+            Foreground::Alltoall { impls, .. } => real_gin_names(impls),
+            Foreground::Ep { impls, .. } => real_gin_names(impls),
         }
     }
 }
@@ -313,7 +313,7 @@ impl Config {
                 }
                 let register = a.local_register.unwrap_or(RegisterMode::Window);
                 a2a::check_registration(register, &impls)?;
-                let asked = Asked::new(&a.implementation, impls.iter().map(|i| (i.name, i.emulated(), i.real_gin())));
+                let asked = Asked::new(&a.implementation, &impls);
                 (Foreground::Alltoall { impls, sizes, dtype, register }, asked)
             }
             FgKind::Ep => {
@@ -327,7 +327,7 @@ impl Config {
                     .map(|t| list(t, "tokens", |s| shape::check_tokens(sizes::parse_tokens(s)?, "e.g. --tokens 128")))
                     .transpose()?;
                 let payload = Payload::parse(a.datatype.as_deref().unwrap_or("bf16"))?;
-                let asked = Asked::new(&a.implementation, impls.iter().map(|i| (i.name, i.emulated(), i.real_gin())));
+                let asked = Asked::new(&a.implementation, &impls);
                 let (preset, seed) = (preset.to_string(), a.seed.unwrap_or(1));
                 let fg = Foreground::Ep { impls, modes, preset, shape, tokens, payload, seed };
                 (fg, asked)

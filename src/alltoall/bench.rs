@@ -18,15 +18,7 @@ const GIB: u64 = 1 << 30;
 impl Benchmark for Config {
     const PROG: &'static str = "alltoall_perf";
     const KIND: crate::results::Kind = crate::results::Kind::Alltoall;
-    type Args = super::cli::Args;
-
-    fn common_args(args: &Self::Args) -> &driver::CommonArgs {
-        &args.common
-    }
-
-    fn configure(args: &Self::Args, command: String) -> Result<Self> {
-        Config::from_args(args, command)
-    }
+    driver::command_line!(super::cli::Args);
 
     fn list_impls() -> String {
         super::registry::IMPLS.iter().map(|i| format!("{:>2}  {:<12} {}\n", i.id, i.name, i.about)).collect()

@@ -54,6 +54,23 @@ pub trait Benchmark: Send + Sync + Sized + 'static {
     fn footer(&self, summary: &Summary) -> String;
 }
 
+/// The command-line items of a [`Benchmark`] impl whose `Args` (`$args`) flatten the shared flags
+/// as `common` and whose settings come from its `from_args(args, command)`.
+macro_rules! command_line {
+    ($args:ty) => {
+        type Args = $args;
+
+        fn common_args(args: &$args) -> &$crate::driver::CommonArgs {
+            &args.common
+        }
+
+        fn configure(args: &$args, command: String) -> $crate::error::Result<Self> {
+            Self::from_args(args, command)
+        }
+    };
+}
+pub(crate) use command_line;
+
 /// A benchmark program's `main`: the command line, `--list-impls`, the run. Every failure is one
 /// line and its exit code.
 pub fn program<B: Benchmark>() -> ! {

@@ -42,15 +42,7 @@ pub fn row_base(name: &str, mode: Mode, phase: Phase, payload: Payload, tokens: 
 impl Benchmark for Config {
     const PROG: &'static str = "ep_perf";
     const KIND: crate::results::Kind = crate::results::Kind::Ep;
-    type Args = super::cli::Args;
-
-    fn common_args(args: &Self::Args) -> &driver::CommonArgs {
-        &args.common
-    }
-
-    fn configure(args: &Self::Args, command: String) -> Result<Self> {
-        Config::from_args(args, command)
-    }
+    driver::command_line!(super::cli::Args);
 
     fn list_impls() -> String {
         let mut list: String = super::registry::IMPLS.iter().map(|i| format!("{:<12} {}\n", i.name, i.about)).collect();

@@ -36,15 +36,7 @@ impl Config {
 impl Benchmark for Config {
     const PROG: &'static str = "interference_perf";
     const KIND: crate::results::Kind = crate::results::Kind::Interference;
-    type Args = super::cli::Args;
-
-    fn common_args(args: &Self::Args) -> &driver::CommonArgs {
-        &args.common
-    }
-
-    fn configure(args: &Self::Args, command: String) -> Result<Self> {
-        Config::from_args(args, command)
-    }
+    driver::command_line!(super::cli::Args);
 
     fn list_impls() -> String {
         let mut list = String::from("foreground --fg ep (ep_perf's implementations):\n");

@@ -25,8 +25,12 @@ pub const CFGS: &[(&str, u32, &str)] = &[
     (
         "nccl_gin_signal_requirements",
         23005,
-        "2.30.5 added ginStrongSignalsRequired / ginVaSignalsRequired (default true) and split the GIN \
-         signal actions into strong and weak",
+        "2.30.5 added ginStrongSignalsRequired / ginVaSignalsRequired (default true)",
+    ),
+    (
+        "nccl_gin_weak_signals",
+        23005,
+        "2.30.5 split the GIN signal actions into strong and weak (ncclGin_WeakSignalInc / Add)",
     ),
     (
         "nccl_dev_comm_gin_type",

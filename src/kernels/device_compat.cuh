@@ -14,7 +14,7 @@
 // GIN remote actions "increment (add to) the peer's signal once the bundled put has landed". 2.30.5 split it
 // into strong (also orders earlier puts) and weak; the protocol counts one signal per put, so weak
 // is enough.
-#if GB_NCCL_GIN_SIGNAL_REQUIREMENTS
+#if GB_NCCL_GIN_WEAK_SIGNALS
 using GbGinSignalInc = ncclGin_WeakSignalInc;
 using GbGinSignalAdd = ncclGin_WeakSignalAdd;
 #else

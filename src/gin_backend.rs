@@ -133,6 +133,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_backend_has_one_name_on_the_command_line_in_the_results_and_in_messages() {
+        use clap::ValueEnum;
+        for b in Backend::value_variants() {
+            let flag = b.to_possible_value().unwrap();
+            assert_eq!(flag.get_name(), b.as_str());
+            assert_eq!(serde_json::to_value(b).unwrap(), b.as_str());
+        }
+    }
+
+    #[test]
     fn the_built_plugin_is_found_and_names_itself() {
         let p = plugin_path().expect("the build leaves the plugin in the build tree");
         assert!(p.ends_with(PLUGIN_FILE), "{}", p.display());

@@ -211,7 +211,7 @@ pub struct Gin {
     pub connection: String,
     /// Who carries GIN: "nccl" (NCCL's own backends or a NIC's plugin) or "loopback" (ginbench's
     /// plugin moving GIN between the GPUs of one host: not a network).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "backend_or_empty")]
     pub backend: crate::gin_backend::Backend,
     /// The loopback plugin's name and version ("" otherwise).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -219,6 +219,15 @@ pub struct Gin {
     /// Nodes as NCCL sees them (distinct host ids; virtual nodes count as nodes).
     #[serde(default)]
     pub nodes: usize,
+}
+
+/// `env.gin.backend`, where early files wrote "" for NCCL's own.
+fn backend_or_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<crate::gin_backend::Backend, D::Error> {
+    let s = String::deserialize(d)?;
+    if s.is_empty() {
+        return Ok(crate::gin_backend::Backend::Nccl);
+    }
+    crate::gin_backend::Backend::deserialize(serde::de::value::StrDeserializer::new(&s))
 }
 
 named_enum! {

@@ -53,7 +53,7 @@ fn bad_input_is_one_line_and_exit_6() {
         (vec!["-b", "16T", "-e", "16T"], "is above 1099511627776 bytes (1 TiB) per rank"),
         (vec!["-b", "18446744073709551615", "-e", "18446744073709551615"], "(1 TiB)"),
         // Ranges named as the flag's, not u32's.
-        (vec!["-a", "-1"], "invalid value '-1' for '--average <AVERAGE>'"),
+        (vec!["-a", "-1"], "-1 is not in 0..=3"),
         (vec!["-D", "gin", "-R", "2", "--gin-contexts", "-1"], "-1 is not in 1..=1024"),
         (vec!["-m", "1000001"], "--agg_iters"),
         // Flags nothing in the run would use.

@@ -703,3 +703,21 @@ fn a_debug_build_is_never_gated_against_a_release_build() {
     odd.tool.build = "Release".into();
     assert!(compare::compare(&b, &odd, 0.05).unwrap_err().contains("tool.build is 'Release'"));
 }
+
+#[test]
+fn a_file_that_names_an_unknown_value_is_refused_where_it_does() {
+    let mut v: serde_json::Value = serde_json::from_str(&json::to_string(&common::ep_run(
+        2,
+        vec![common::ep_row("nvl", "ll", "dispatch", "bf16", 128, (50.0, 100.0), 2)],
+    )))
+    .unwrap();
+    v["rows"][0]["phase"] = "dispatch2".into();
+    let text = serde_json::to_string_pretty(&v).unwrap();
+    let e = json::parse(&text).unwrap_err();
+    let line = text.lines().position(|l| l.contains("dispatch2")).unwrap() + 1;
+    assert!(e.contains("unknown variant `dispatch2`") && e.contains(&format!("line {line}")), "{e}");
+    // Early files wrote "" for NCCL's own GIN backend.
+    v["rows"][0]["phase"] = "dispatch".into();
+    v["env"]["gin"]["backend"] = "".into();
+    assert_eq!(json::parse(&v.to_string()).unwrap().env.gin.backend, Backend::Nccl);
+}

@@ -60,8 +60,8 @@ pub struct CommonArgs {
     /// Capture the timed loop in a CUDA graph and launch it N times (0 = off; at most 1000000)
     #[arg(short = 'G', long = "cudagraph", default_value_t = 0, value_parser = iterations(0))]
     pub cudagraph: u32,
-    /// Time reduced over ranks
-    #[arg(short = 'a', long = "average", value_enum, default_value = "1")]
+    /// Time reduced over ranks: 0 rank 0, 1 average, 2 minimum, 3 maximum
+    #[arg(short = 'a', long = "average", default_value = "1", value_parser = Average::parser())]
     pub average: Average,
     /// Seconds a step (init, one measurement) may take before communicators are aborted (0 = off;
     /// at most 604800, a week)
@@ -160,18 +160,18 @@ pub fn real_gin_names<E: Entry>(impls: &[&E]) -> Vec<&'static str> {
 
 /// What a run's `-D` asks for, as far as the shared flags depend on it.
 #[derive(Debug, Clone, Copy)]
-pub struct Asked<'a> {
+pub struct Asked {
     /// The first `-emu` impl it names.
-    pub first_emu: Option<&'a str>,
+    pub first_emu: Option<&'static str>,
     /// `-D all`: every impl, each skipped where it cannot run.
     pub all: bool,
     /// Some impl on NCCL's GIN (gin, hybrid).
     pub real_gin: bool,
 }
 
-impl<'a> Asked<'a> {
+impl Asked {
     /// From `-D`'s text and the impls it resolved to.
-    pub fn new<E: Entry>(spec: &str, impls: &[&E]) -> Asked<'static> {
+    pub fn new<E: Entry>(spec: &str, impls: &[&E]) -> Asked {
         Asked {
             first_emu: impls.iter().find(|i| i.emulated()).map(|i| i.name()),
             all: spec.trim() == "all",

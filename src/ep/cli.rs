@@ -175,7 +175,8 @@ impl Config {
     }
 }
 
-/// Parse argv; help and version print and exit 0, errors print one line and exit 6.
+/// Parse argv as the program does (`driver::program`); for tests.
+#[cfg(test)]
 pub fn parse(argv: Vec<String>) -> Result<Args> {
     crate::error::parse_args(<Config as crate::driver::Benchmark>::PROG, argv)
 }
@@ -236,7 +237,7 @@ mod tests {
             (vec!["--routing", "hot"], "bad routing"),
             (vec!["--routing", "group-limited:7:1"], "does not fit"),
             (vec!["-D", "deepep"], "unknown implementation"),
-            (vec!["-a", "9"], "invalid value '9' for '--average <AVERAGE>' [possible values: 0, 1, 2, 3]"),
+            (vec!["-a", "9"], "9 is not in 0..=3"),
             (vec!["-n", "0"], "--iters"),
             (vec!["-n", "1000001"], "1..=1000000"),
             (vec!["-N", "4294967295"], "--run_cycles"),

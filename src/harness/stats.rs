@@ -2,21 +2,23 @@
 use hdrhistogram::Histogram;
 
 /// nccl-tests `-a`: how a time is reduced over ranks, under nccl-tests' numbers (which the
-/// results' `config.average` keeps).
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+/// command line takes and the results' `config.average` keeps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Average {
-    /// rank 0's
-    #[value(name = "0")]
     Rank0 = 0,
-    /// the mean over ranks
-    #[value(name = "1")]
     Mean = 1,
-    /// the minimum
-    #[value(name = "2")]
     Min = 2,
-    /// the maximum
-    #[value(name = "3")]
     Max = 3,
+}
+
+impl Average {
+    /// `-a`'s parser: a number from 0 to 3.
+    pub fn parser() -> impl clap::builder::TypedValueParser<Value = Average> {
+        use clap::builder::TypedValueParser;
+        clap::value_parser!(u32)
+            .range(0..=3)
+            .map(|n| [Average::Rank0, Average::Mean, Average::Min, Average::Max][n as usize])
+    }
 }
 
 /// `values` (one a rank) reduced as `how` says.

@@ -3,7 +3,7 @@
 //! for every (foreground, background size) pair measure alone, together, and check both while
 //! they overlap.
 use super::background::{self, Background};
-use super::cli::{BgOp, Config, Foreground};
+use super::cli::{BgOp, Config, FgKind, Foreground};
 use super::measure::{self, Marks};
 use crate::alltoall::bench::{buffer_bytes, buffer_span, Step};
 use crate::bootstrap::group::Group;
@@ -625,14 +625,14 @@ struct Measured {
 fn config_json(c: &Config) -> serde_json::Value {
     let fg = match &c.fg {
         Foreground::Alltoall { impls, sizes, dtype, register } => serde_json::json!({
-            "kind": "alltoall",
+            "kind": FgKind::Alltoall,
             "impls": impls.iter().map(|i| i.name).collect::<Vec<_>>(),
             "sizes": sizes,
             "datatype": dtype.name(),
             "local_register": *register as u32,
         }),
         Foreground::Ep { impls, modes, preset, shape, tokens, payload, seed } => serde_json::json!({
-            "kind": "ep",
+            "kind": FgKind::Ep,
             "impls": impls.iter().map(|i| i.name).collect::<Vec<_>>(),
             "modes": modes.iter().map(|m| m.as_str()).collect::<Vec<_>>(),
             "preset": preset,

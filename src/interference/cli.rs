@@ -89,8 +89,9 @@ pub struct Args {
     /// alltoall foreground: bytes per rank, comma-separated (K/M/G/T suffixes; default 32M)
     #[arg(long = "size")]
     pub size: Option<String>,
-    /// alltoall foreground: buffer registration (default 2)
-    #[arg(short = 'R', long = "local_register", value_enum)]
+    /// alltoall foreground: buffer registration, 0 none, 1 ncclCommRegister, 2 symmetric window
+    /// (default 2)
+    #[arg(short = 'R', long = "local_register", value_parser = RegisterMode::parser())]
     pub local_register: Option<RegisterMode>,
     /// EP foreground: mode(s), ll and/or ht (default ll)
     #[arg(long = "mode")]
@@ -318,7 +319,8 @@ impl Config {
             }
             FgKind::Ep => {
                 let impls = ep::resolve(&a.implementation)?;
-                let modes = list(a.mode.as_deref().unwrap_or("ll"), "mode", Mode::parse)?;
+                let modes =
+                    a.mode.as_deref().map(|m| list(m, "mode", Mode::parse)).transpose()?.unwrap_or(vec![Mode::Ll]);
                 let preset = a.preset.as_deref().unwrap_or("deepseek-v3");
                 let shape = shape::resolve(preset, a.hidden, a.topk, a.experts)?;
                 let tokens = a
@@ -423,7 +425,8 @@ fn layout(ranks: usize, ep: Option<usize>, dp: Option<usize>, nodes: Option<usiz
     }
 }
 
-/// Parse argv; help and version print and exit 0, errors print one line and exit 6.
+/// Parse argv as the program does (`driver::program`); for tests.
+#[cfg(test)]
 pub fn parse(argv: Vec<String>) -> Result<Args> {
     crate::error::parse_args(<Config as crate::driver::Benchmark>::PROG, argv)
 }

@@ -331,22 +331,28 @@ impl Drop for SymBuffer {
     }
 }
 
-/// How the send and receive buffers are registered (`-R`).
 /// `-R`: how the benchmark's buffers are registered with NCCL, under nccl-tests' numbers (which
-/// the results' `config.local_register` keeps).
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+/// the command line takes and the results' `config.local_register` keeps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RegisterMode {
-    /// none
-    #[value(name = "0")]
     None = 0,
     /// ncclCommRegister
-    #[value(name = "1")]
     Buffers = 1,
-    /// symmetric window
-    #[value(name = "2")]
+    /// Symmetric windows
     Window = 2,
 }
 
+impl RegisterMode {
+    /// `-R`'s parser: a number from 0 to 2.
+    pub fn parser() -> impl clap::builder::TypedValueParser<Value = RegisterMode> {
+        use clap::builder::TypedValueParser;
+        clap::value_parser!(u32)
+            .range(0..=2)
+            .map(|n| [RegisterMode::None, RegisterMode::Buffers, RegisterMode::Window][n as usize])
+    }
+}
+
+/// The send and receive buffers as registered (`-R`).
 pub enum Registration {
     None,
     /// ncclCommRegister handles.

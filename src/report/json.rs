@@ -22,5 +22,6 @@ pub fn parse(text: &str) -> Result<Run, String> {
         Some(other) => return Err(format!("schema '{other}' is not {SCHEMA}")),
         None => return Err(format!("no \"schema\" field: not a ginbench results file ({SCHEMA})")),
     }
-    serde_json::from_value(v).map_err(|e| format!("invalid {SCHEMA} document: {e}"))
+    // From the text, not the value: serde then says where (line and column) a field is wrong.
+    serde_json::from_str(text).map_err(|e| format!("invalid {SCHEMA} document: {e}"))
 }

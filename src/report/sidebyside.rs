@@ -441,10 +441,15 @@ fn ep_build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String
     );
     let all: Vec<EpStats> = runs.iter().map(|l| ep_stats(&l.run)).collect();
     let every_row = || runs.iter().flat_map(|l| l.run.rows.iter());
+    let mode_key = |m: Option<Mode>| m.map_or("-", Mode::as_str);
+    let mode_at = first_seen(every_row().map(|r| mode_key(r.mode)));
     let impl_at = first_seen(every_row().map(|r| r.impl_name.as_str()));
     let dtype_at = first_seen(every_row().map(|r| r.dtype.as_str()));
     let mut sections: Vec<EpSection> = all.iter().flat_map(|s| s.keys().map(|k| k.0.clone())).collect();
-    sections.sort_by_key(|s| (s.mode, impl_at.get(&s.imp).copied(), dtype_at.get(&s.dispatch).copied(), s.shape));
+    sections.sort_by_key(|s| {
+        let at = |m: &HashMap<String, usize>, k: &str| m.get(k).copied();
+        (at(&mode_at, mode_key(s.mode)), at(&impl_at, &s.imp), at(&dtype_at, &s.dispatch), s.shape)
+    });
     sections.dedup();
     for sec in &sections {
         doc.push(Block::Heading(sec.title()));

@@ -24,12 +24,19 @@ Exit codes: 0 ok, 1 internal error, 2 CUDA error, 3 NCCL error, 4 timeout, 5 not
 /// would exhaust memory or run for days instead of failing at once.
 pub const MAX_ITERATIONS: u32 = 1_000_000;
 
-/// Parser of a 0 / 1 flag (`-z`, `-C`, `-I`, `--*-split-share`; nccl-tests spells its switches
-/// so) into a bool: a value outside names the range, not u32's. The flag takes its value
-/// (`action = Set`), as bool fields otherwise take none.
-pub fn zero_or_one() -> impl clap::builder::TypedValueParser<Value = bool> {
+/// Parser of a flag nccl-tests gives as a number from 0 (`-R`, `-a`): the number is the index of
+/// its value in `values`, and a number outside names the range, not u32's.
+pub fn numbered<T: Copy + Send + Sync + 'static>(
+    values: &'static [T],
+) -> impl clap::builder::TypedValueParser<Value = T> {
     use clap::builder::TypedValueParser;
-    clap::value_parser!(u32).range(0..=1).map(|v| v == 1)
+    clap::value_parser!(u32).range(0..=values.len() as i64 - 1).map(move |n| values[n as usize])
+}
+
+/// Parser of a 0 / 1 flag (`-z`, `-C`, `-I`, `--*-split-share`; nccl-tests spells its switches
+/// so) into a bool. The flag takes its value (`action = Set`), as bool fields otherwise take none.
+pub fn zero_or_one() -> impl clap::builder::TypedValueParser<Value = bool> {
+    numbered(&[false, true])
 }
 
 /// Parser of an iteration-count flag: `least..=MAX_ITERATIONS`.
@@ -61,7 +68,7 @@ pub struct CommonArgs {
     #[arg(short = 'G', long = "cudagraph", default_value_t = 0, value_parser = iterations(0))]
     pub cudagraph: u32,
     /// Time reduced over ranks: 0 rank 0, 1 average, 2 minimum, 3 maximum
-    #[arg(short = 'a', long = "average", default_value = "1", value_parser = Average::parser())]
+    #[arg(short = 'a', long = "average", default_value = "1", value_parser = numbered(&Average::ALL))]
     pub average: Average,
     /// Seconds a step (init, one measurement) may take before communicators are aborted (0 = off;
     /// at most 604800, a week)

@@ -12,14 +12,18 @@ pub enum Average {
 }
 
 impl Average {
-    /// `-a`'s parser: a number from 0 to 3.
-    pub fn parser() -> impl clap::builder::TypedValueParser<Value = Average> {
-        use clap::builder::TypedValueParser;
-        clap::value_parser!(u32)
-            .range(0..=3)
-            .map(|n| [Average::Rank0, Average::Mean, Average::Min, Average::Max][n as usize])
-    }
+    /// Every value, each at its number.
+    pub const ALL: [Average; 4] = [Average::Rank0, Average::Mean, Average::Min, Average::Max];
 }
+
+// `-a`'s parser takes the value at the number given (`driver::cli::numbered`).
+const _: () = {
+    let mut n = 0;
+    while n < Average::ALL.len() {
+        assert!(Average::ALL[n] as usize == n);
+        n += 1;
+    }
+};
 
 /// `values` (one a rank) reduced as `how` says.
 pub fn reduce(values: &[f64], how: Average) -> f64 {

@@ -5,7 +5,7 @@
 use super::background;
 use super::layout::Layout;
 use crate::alltoall::registry::{self as a2a, ImplInfo};
-use crate::driver::cli::{gin_flags, help_footer, list, real_gin_names, Asked, CommonArgs, VERSION};
+use crate::driver::cli::{gin_flags, help_footer, list, numbered, real_gin_names, Asked, CommonArgs, VERSION};
 use crate::driver::Common;
 use crate::dtype::Dtype;
 use crate::ep::metrics::Mode;
@@ -91,7 +91,7 @@ pub struct Args {
     pub size: Option<String>,
     /// alltoall foreground: buffer registration, 0 none, 1 ncclCommRegister, 2 symmetric window
     /// (default 2)
-    #[arg(short = 'R', long = "local_register", value_parser = RegisterMode::parser())]
+    #[arg(short = 'R', long = "local_register", value_parser = numbered(&RegisterMode::ALL))]
     pub local_register: Option<RegisterMode>,
     /// EP foreground: mode(s), ll and/or ht (default ll)
     #[arg(long = "mode")]

@@ -343,14 +343,18 @@ pub enum RegisterMode {
 }
 
 impl RegisterMode {
-    /// `-R`'s parser: a number from 0 to 2.
-    pub fn parser() -> impl clap::builder::TypedValueParser<Value = RegisterMode> {
-        use clap::builder::TypedValueParser;
-        clap::value_parser!(u32)
-            .range(0..=2)
-            .map(|n| [RegisterMode::None, RegisterMode::Buffers, RegisterMode::Window][n as usize])
-    }
+    /// Every value, each at its number.
+    pub const ALL: [RegisterMode; 3] = [RegisterMode::None, RegisterMode::Buffers, RegisterMode::Window];
 }
+
+// `-R`'s parser takes the value at the number given (`driver::cli::numbered`).
+const _: () = {
+    let mut n = 0;
+    while n < RegisterMode::ALL.len() {
+        assert!(RegisterMode::ALL[n] as usize == n);
+        n += 1;
+    }
+};
 
 /// The send and receive buffers as registered (`-R`).
 pub enum Registration {

@@ -11,29 +11,15 @@ use std::path::{Path, PathBuf};
 /// The plugin's file name: NCCL_NET_PLUGIN takes its path.
 pub const PLUGIN_FILE: &str = "libnccl-net-ginbench.so";
 
-/// Who carries GIN: `--gin-backend`, and the results' `env.gin.backend`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    /// Whatever NCCL finds (its own IB / RoCE backends, or a net plugin such as aws-ofi-nccl)
-    #[default]
-    Nccl,
-    /// The loopback plugin: GIN between the GPUs of this host, no NIC needed
-    Loopback,
-}
-
-impl Backend {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Nccl => "nccl",
-            Backend::Loopback => "loopback",
-        }
-    }
-}
-
-impl std::fmt::Display for Backend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+crate::results::named_enum! {
+    /// Who carries GIN: `--gin-backend`, and the results' `env.gin.backend`.
+    #[derive(clap::ValueEnum)]
+    Backend {
+        /// Whatever NCCL finds (its own IB / RoCE backends, or a net plugin such as aws-ofi-nccl)
+        #[default]
+        Nccl = "nccl",
+        /// The loopback plugin: GIN between the GPUs of this host, no NIC needed
+        Loopback = "loopback",
     }
 }
 

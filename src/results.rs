@@ -4,11 +4,12 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// A results enum: serialised as its names, with `as_str` and `Display` from the same list, so
-/// the names are written once.
+/// the names are written once. (Attributes before the name go on the enum: a flag's enum adds
+/// `#[derive(clap::ValueEnum)]`, whose names are the variants' in kebab case.)
 macro_rules! named_enum {
     ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $s:literal),+ $(,)? }) => {
         $(#[$m])*
-        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
         pub enum $name {
             $($(#[$vm])* #[serde(rename = $s)] $v),+
         }
@@ -35,6 +36,8 @@ macro_rules! named_enum {
         }
     };
 }
+
+pub(crate) use named_enum;
 
 pub const SCHEMA: &str = "ginbench/1";
 

@@ -372,15 +372,19 @@ impl EpSection {
 
     fn slug(&self) -> String {
         let (h, k, e) = self.shape;
-        let mode = self.mode.map_or("-", Mode::as_str);
-        format!("ep_{}_{mode}_{}_{h}x{k}x{e}", self.imp, self.dispatch)
+        format!("ep_{}_{}_{}_{h}x{k}x{e}", self.imp, mode_key(self.mode), self.dispatch)
             .replace(|c: char| !(c.is_ascii_alphanumeric() || c == 'x'), "_")
     }
 }
 
+/// A row's mode as the results name it (ll, ht), `-` for none.
+fn mode_key(m: Option<Mode>) -> &'static str {
+    m.map_or("-", Mode::as_str)
+}
+
 /// A mode as the report shows it: LL, HT.
 fn mode_name(m: Option<Mode>) -> String {
-    m.map_or("-".into(), |m| m.as_str().to_uppercase())
+    mode_key(m).to_uppercase()
 }
 
 /// Each EP row of `run` with its section.
@@ -441,7 +445,6 @@ fn ep_build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String
     );
     let all: Vec<EpStats> = runs.iter().map(|l| ep_stats(&l.run)).collect();
     let every_row = || runs.iter().flat_map(|l| l.run.rows.iter());
-    let mode_key = |m: Option<Mode>| m.map_or("-", Mode::as_str);
     let mode_at = first_seen(every_row().map(|r| mode_key(r.mode)));
     let impl_at = first_seen(every_row().map(|r| r.impl_name.as_str()));
     let dtype_at = first_seen(every_row().map(|r| r.dtype.as_str()));

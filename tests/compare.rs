@@ -721,3 +721,178 @@ fn a_file_that_names_an_unknown_value_is_refused_where_it_does() {
     v["env"]["gin"]["backend"] = "".into();
     assert_eq!(json::parse(&v.to_string()).unwrap().env.gin.backend, Backend::Nccl);
 }
+
+/// A row only the candidate has, with wrong elements, fails the gate.
+#[test]
+fn a_new_row_with_wrong_elements_fails_the_gate() {
+    let b = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0)]);
+    let mut bad = row("host", 1 << 20, 10.0, 10.0, 0);
+    bad.wrong = Some(3);
+    let c = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0), bad, row("auto", 1 << 20, 10.0, 10.0, 0)]);
+    let o = compare::compare(&b, &c, 0.05).unwrap();
+    assert!(!o.passed, "{}", compare::render_text(&o));
+    let f = |part: &str| o.findings.iter().find(|f| f.key.contains(part)).unwrap().clone();
+    assert_eq!((f("host").verdict, f("host").detail.as_str()), (Verdict::Wrong, "3 wrong elements"));
+    assert_eq!((f("auto").verdict, f("auto").detail.as_str()), (Verdict::New, "not in the baseline"));
+}
+
+/// A row of another benchmark in an EP file is foreign.
+#[test]
+fn an_ep_file_holds_only_ep_rows() {
+    let ep = common::ep_row("nvl", "ll", "dispatch", "bf16", 128, (50.0, 100.0), 4);
+    let mut plain = common::ep_run(4, vec![ep.clone(), row("nvl", 1 << 20, 10.0, 10.0, 0)]);
+    assert!(compare::check_values(&plain).unwrap_err().contains("is not a row of benchmark 'ep'"));
+    plain.rows[1] = common::interference_row(1 << 20, (100.0, 120.0), (50.0, 60.0), 0);
+    plain.rows[1].phase = Some(Phase::Dispatch);
+    assert!(compare::check_values(&plain).unwrap_err().contains("is not a row of benchmark 'ep'"));
+    assert!(compare::check_values(&common::ep_run(4, vec![ep])).is_ok());
+}
+
+/// Zero busbw on 4 ranks for a row that moves bytes is impossible; the one-rank exception is for
+/// busbw only, not algbw.
+#[test]
+fn zero_busbw_is_bad_input_on_more_than_one_rank() {
+    let b = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0)]);
+    let mut c = b.clone();
+    c.rows[0].busbw_gbps = Some(0.0);
+    let e = compare::compare(&b, &c, 0.05).unwrap_err();
+    assert!(e.contains("busbw_gbps is 0: a row that moves bytes cannot have zero bandwidth"), "{e}");
+    let mut one = b.clone();
+    one.env.ranks = 1;
+    one.rows[0].algbw_gbps = Some(0.0);
+    assert!(compare::check_values(&one).unwrap_err().contains("algbw_gbps is 0"));
+}
+
+/// A zero slowdown is impossible; error messages show the value as written.
+#[test]
+fn zero_ratios_are_bad_input_and_errors_show_values_plainly() {
+    let good = common::interference_run(vec![common::interference_row(1 << 20, (100.0, 120.0), (50.0, 60.0), 0)]);
+    assert!(compare::check_values(&good).is_ok());
+    for (field, spoil) in [
+        ("slowdown", (|r: &mut Row| r.slowdown = Some(0.0)) as fn(&mut Row)),
+        ("background.slowdown", |r: &mut Row| r.background.as_mut().unwrap().slowdown = Some(0.0)),
+    ] {
+        let mut bad = good.clone();
+        spoil(&mut bad.rows[0]);
+        let e = compare::check_values(&bad).unwrap_err();
+        assert!(e.contains(&format!("{field} is 0: times must be finite and above 0")), "{e}");
+    }
+    let mut zero = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0)]);
+    zero.rows[0].time_us = Some(0.0);
+    let e = compare::check_values(&zero).unwrap_err();
+    assert!(e.contains("time_us is 0: times must be finite and above 0"), "{e}");
+    let mut bg_wrong = good.clone();
+    bg_wrong.rows[0].background.as_mut().unwrap().wrong = Some(7);
+    let e = compare::check_values(&bg_wrong).unwrap_err();
+    assert!(e.contains("background.wrong is 7: "), "{e}");
+}
+
+/// "More than the threshold" and "slower than the slowest baseline run" are strict bounds:
+/// 5/4 - 1 and 3/4 - 1 are exactly +-0.25.
+#[test]
+fn the_threshold_and_the_spread_are_strict_bounds() {
+    let b = run(vec![row("nvl", 1 << 20, 4.0, 4.0, 0)]);
+    for t in [5.0, 3.0] {
+        let o = compare::compare(&b, &run(vec![row("nvl", 1 << 20, t, t, 0)]), 0.25).unwrap();
+        assert!(o.passed, "{t}");
+        assert_eq!((o.findings[0].verdict, o.findings[0].detail.as_str()), (Verdict::Unchanged, ""), "{t}");
+    }
+    // Baseline cycles 100, 100, 130 (mean 110): a candidate at 130 is +18 % but not slower than
+    // the slowest baseline run.
+    let o = compare::compare(&run(cycles(&[100.0, 100.0, 130.0])), &run(cycles(&[130.0, 130.0, 130.0])), 0.05).unwrap();
+    assert!(o.passed, "{}", compare::render_text(&o));
+    assert!(o.findings[0].detail.contains("within the baseline's spread"));
+}
+
+/// A row the baseline never checked is not "unchecked" in the candidate, even when the candidate
+/// ran more of its cycles.
+#[test]
+fn a_row_the_baseline_never_checked_is_not_unchecked() {
+    let mut unchecked = cycles(&[100.0, 100.0]);
+    for r in &mut unchecked {
+        r.wrong = None;
+    }
+    let mut b = unchecked.clone();
+    b[0] = not_run(b[0].clone(), Status::Skipped, "x");
+    let o = compare::compare(&run(b), &run(unchecked), 0.05).unwrap();
+    assert!(o.passed, "{}", compare::render_text(&o));
+}
+
+/// A baseline whose only rows with a time failed has no ok row.
+#[test]
+fn a_baseline_of_failed_rows_with_times_is_refused() {
+    let mut failed = row("nvl", 1 << 20, 10.0, 10.0, 0);
+    failed.status = Status::Failed;
+    let b = run(vec![failed]);
+    assert!(compare::check_baseline(&b).unwrap_err().contains("no ok row"));
+}
+
+/// What the text, JSON and JUnit outputs say.
+#[test]
+fn the_outputs_say_what_the_gate_saw() {
+    let skipped = |reason: &str| {
+        let mut r = not_run(row("nvl", 1 << 20, 1.0, 1.0, 0), Status::Skipped, reason);
+        r.placement = Placement::InPlace;
+        r
+    };
+    let b = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0), row("host", 1 << 20, 10.0, 10.0, 0), skipped("a")]);
+    let c = run(vec![row("nvl", 1 << 20, 20.0, 20.0, 0), row("host", 1 << 20, 10.0, 10.0, 0), skipped("b")]);
+    let o = compare::compare(&b, &c, 0.0).unwrap();
+    let text = compare::render_text(&o);
+    assert!(text.starts_with("ginbench compare: FAIL (threshold 0%)"), "{text}");
+    assert!(text.contains("nvl 1048576 float out-of-place: 10.00 -> 20.00 us (busbw 78.6 -> 39.3 GB/s)"), "{text}");
+    assert!(!text.contains("alltoall host"), "unchanged rows are not listed: {text}");
+    assert!(text.contains("baseline skipped (a), candidate skipped (b)"), "{text}");
+    let j: serde_json::Value = serde_json::from_str(&compare::to_json(&o)).unwrap();
+    let nvl = j["findings"].as_array().unwrap().iter().find(|f| f["verdict"] == "regression").unwrap();
+    assert_eq!(nvl["baseline_busbw_gbps"], 1048576.0 / 1e3 / 10.0 * 0.75);
+    let junit = compare::to_junit(&o);
+    assert!(junit.contains("tests=\"3\" failures=\"1\" skipped=\"1\""), "{junit}");
+    // A candidate that ended in error is one more test case, and a failing one.
+    let mut cut = b.clone();
+    cut.config["error"] = "timeout".into();
+    let junit = compare::to_junit(&compare::compare(&b, &cut, 0.05).unwrap());
+    assert!(junit.contains("tests=\"4\" failures=\"1\" skipped=\"1\""), "{junit}");
+    // An empty reason is no reason.
+    let mut bare = skipped("");
+    bare.reason = Some(String::new());
+    let x = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0), bare]);
+    let text = compare::render_text(&compare::compare(&x, &x.clone(), 0.05).unwrap());
+    assert!(text.contains(": skipped in both"), "{text}");
+    // The count of rows not compared, when nothing was.
+    let zero = run(vec![row("nvl", 0, 3.0, 3.0, 0), row("host", 0, 3.0, 3.0, 0)]);
+    let e = compare::compare(&zero, &zero.clone(), 0.05).unwrap_err();
+    assert!(e.contains("(2 not compared"), "{e}");
+}
+
+/// The driver records the error that ended a run through Run::finish; the gate fails a candidate
+/// by it. Row::is_wrong counts rows with wrong elements.
+#[test]
+fn a_finished_run_records_the_error_that_ended_it() {
+    let mut r = Run::start(
+        Kind::Alltoall,
+        "alltoall_perf",
+        "2026-11-21T10:00:00Z".into(),
+        Env::default(),
+        serde_json::json!({}),
+    );
+    let mut rows = vec![row("nvl", 1 << 20, 10.0, 10.0, 0), row("host", 1 << 20, 10.0, 10.0, 0)];
+    rows[1].wrong = Some(2);
+    r.finish(rows.clone(), Summary::of(&rows), Some("timeout".into()));
+    assert_eq!((r.error(), r.rows.len(), r.finished_at.is_some()), (Some("timeout"), 2, true));
+    assert_eq!(r.summary.unwrap().rows_wrong, 1);
+    assert!(rows[1].is_wrong() && !rows[0].is_wrong());
+}
+
+/// An overlap within one percentage point of the baseline's is kept (1.0 - 0.01 is 0.99 exactly
+/// in f64); two points is lost.
+#[test]
+fn an_overlap_within_a_point_of_the_baselines_is_kept() {
+    let b = common::interference_run(vec![common::interference_row(1 << 20, (100.0, 120.0), (50.0, 60.0), 0)]);
+    let mut c = b.clone();
+    c.rows[0].overlap = Some(0.99);
+    let o = compare::compare(&b, &c, 0.05).unwrap();
+    assert!(o.passed, "{}", compare::render_text(&o));
+    c.rows[0].overlap = Some(0.98);
+    assert_eq!(compare::compare(&b, &c, 0.05).unwrap().findings[0].verdict, Verdict::OverlapLost);
+}

@@ -74,6 +74,23 @@ fn bad_input_is_one_line_and_exit_6() {
 }
 
 #[test]
+fn under_an_mpi_launcher_its_world_is_checked_before_any_gpu() {
+    // As mpirun describes a 4-rank job to its processes: each process is one rank, and the
+    // launcher's world size (not -t × -g) is what --emulate-nodes must divide.
+    let launcher = [("OMPI_COMM_WORLD_SIZE", "4"), ("OMPI_COMM_WORLD_RANK", "0")];
+    for (args, needle) in [
+        (vec!["-g", "2"], "under mpirun / srun each process is one rank"),
+        (vec!["-D", "gin-emu", "-R", "2", "--emulate-nodes", "3"], "--emulate-nodes 3 does not divide 4"),
+    ] {
+        let o = run(A2A, &args, &launcher);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(6), "{args:?}: {e}");
+        assert!(e.contains(needle) && e.starts_with("alltoall_perf: error: "), "{args:?}: {e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "{args:?}: {e}");
+    }
+}
+
+#[test]
 fn arguments_that_are_not_utf8_are_refused_not_a_panic() {
     use std::os::unix::ffi::OsStrExt;
     let bad = std::ffi::OsStr::from_bytes(b"x\xff.json");

@@ -462,4 +462,49 @@ mod tests {
         assert!(e.msg.contains("the file name is over the 255 bytes"), "{e}");
         assert!(check_writable(&dir.join("x".repeat(255)), "-J").is_ok());
     }
+
+    /// The shared settings as alltoall_perf's command line gives them.
+    fn common(args: &[&str]) -> Common {
+        let mut v = vec!["alltoall_perf".to_string()];
+        v.extend(args.iter().map(|s| s.to_string()));
+        let a = crate::alltoall::cli::parse(v).unwrap();
+        crate::alltoall::cli::Config::from_args(&a, args.join(" ")).unwrap().common
+    }
+
+    #[test]
+    fn the_shared_settings_reach_the_json_config() {
+        let c = common(&["-g", "2", "-n", "7", "-w", "3", "-N", "2", "-c", "4", "-a", "2", "-T", "60"]);
+        let m = c.config_json();
+        for (k, v) in [
+            ("local_ranks", 2),
+            ("iters", 7),
+            ("warmup_iters", 3),
+            ("run_cycles", 2),
+            ("check", 4),
+            ("average", 2),
+            ("timeout_s", 60),
+        ] {
+            assert_eq!(m[k], v, "{k}");
+        }
+        assert_eq!(m["emulate_nodes"], serde_json::Value::Null);
+        assert_eq!(m["require_gin"], false);
+        // -J - puts the JSON on stdout (and the table on stderr); without it stdout is the table's.
+        assert!(common(&["-J", "-"]).json_to_stdout());
+        assert!(!c.json_to_stdout());
+    }
+
+    #[test]
+    fn require_gin_names_the_impls_on_nccls_gin() {
+        let impls = crate::alltoall::registry::resolve("host,gin,gin-emu,hybrid,hybrid-emu").unwrap();
+        assert_eq!(real_gin_names(&impls), vec!["gin", "hybrid"]);
+        assert!(real_gin_names(&crate::alltoall::registry::resolve("host,gin-emu").unwrap()).is_empty());
+    }
+
+    #[test]
+    fn without_a_launcher_there_is_no_launcher_rank() {
+        if crate::bootstrap::launched_by_mpi() {
+            return; // this test is about runs that no MPI launcher started
+        }
+        assert_eq!(launcher_rank(), None);
+    }
 }

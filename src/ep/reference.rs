@@ -270,6 +270,33 @@ mod tests {
     }
 
     #[test]
+    fn a_rank_past_the_first_gets_its_own_experts_as_local_slots() {
+        // Rank 1 owns experts 2 and 3: the host layout lists those, and the HT rows' local
+        // slots count from its first expert (2 -> 0, 3 -> 1), as rank 0's do from 0.
+        let rt = tiny();
+        let l = Layout { routing: &rt, local_experts: 2 };
+        assert_eq!(l.host_rows(1), vec![desc(0, 0, 1), desc(0, 2, 0), desc(1, 0, 1), desc(1, 0, 0), desc(1, 1, 1)]);
+        let rows = l.ht_rows(1);
+        assert_eq!(
+            rows.iter().map(|r| r.desc).collect::<Vec<_>>(),
+            vec![desc(0, 0, 0), desc(0, 2, 0), desc(1, 0, 0), desc(1, 1, 0)]
+        );
+        let slots: Vec<Vec<i32>> = rows.iter().map(|r| r.local_idx.clone()).collect();
+        assert_eq!(slots, vec![vec![-1, 0], vec![1, -1], vec![1, 0], vec![-1, 1]]);
+        assert_eq!(rows[0].weight, vec![0.0, 0.25]);
+        assert_eq!(rows[1].weight, vec![4.0, 0.0]);
+    }
+
+    #[test]
+    fn ht_offsets_of_one_rank() {
+        // The received-rows totals sit at n and 2n + 1 for every n, not only for two ranks:
+        // one rank with every expert receives its own 3 routed tokens.
+        let rt = tiny();
+        let l = Layout { routing: &rt[..1], local_experts: 4 };
+        assert_eq!(l.ht_offsets(0), vec![0, 3, 0, 3]);
+    }
+
+    #[test]
     fn traffic_counts() {
         let rt = tiny();
         let l = Layout { routing: &rt, local_experts: 2 };

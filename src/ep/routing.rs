@@ -384,4 +384,99 @@ mod tests {
         assert!(Generator::GroupLimited { groups: 3, keep: 1 }.validate(16, 2).is_err());
         assert!(Generator::GroupLimited { groups: 4, keep: 2 }.validate(16, 8).is_ok());
     }
+
+    #[test]
+    fn parse_and_validate_at_the_edges() {
+        assert_eq!(Generator::parse("zipf:1.1").unwrap(), Generator::Zipf { s: 1.1 });
+        assert_eq!(Generator::parse("uniform").unwrap(), Generator::Uniform);
+        // The results record a routing by its name, which parses back to it.
+        for text in ["uniform", "hot:4", "zipf:1.1", "group-limited:8:4"] {
+            assert_eq!(Generator::parse(text).unwrap().name(), text);
+        }
+        // A weight or exponent of 0, and a group count of 0, are not routings.
+        for bad in ["hot:0", "zipf:0", "group-limited:0:4", "group-limited:8:0"] {
+            assert!(Generator::parse(bad).is_err(), "{bad}");
+        }
+        // Keeping every group is plain top-k; keeping more groups than there are is an error
+        // (generate would index past its groups).
+        assert!(Generator::GroupLimited { groups: 8, keep: 8 }.validate(256, 8).is_ok());
+        assert!(Generator::GroupLimited { groups: 4, keep: 8 }.validate(16, 8).is_err());
+    }
+
+    #[test]
+    fn the_generator_is_xoshiro256_starstar_seeded_by_splitmix64() {
+        // Known answers of the reference algorithms (splitmix64 filling xoshiro256**'s state):
+        // every rank rebuilds every other rank's routing from the same stream.
+        let mut r = Rng::new(1);
+        let first: Vec<u64> = (0..4).map(|_| r.next_u64()).collect();
+        assert_eq!(first, [0xb3f2_af6d_0fc7_10c5, 0x853b_5596_4736_4cea, 0x92f8_9756_082a_4514, 0x642e_1c7b_c266_a3a7]);
+        let mut r = Rng::new(1);
+        assert_eq!([r.uniform(), r.uniform()], [0.7029218331588505, 0.520436619938857]);
+        assert_eq!(Rng::new(1).below(1000), 557);
+        // Box-Muller over the first two uniforms (the last digits are the platform's libm).
+        assert!((Rng::new(1).normal() - -0.8327414344656706).abs() < 1e-12);
+    }
+
+    #[test]
+    fn selections_are_the_top_scores() {
+        // Uniform and group-limited draw the same scores: the best expert's group is always kept,
+        // so their first choices agree, and a top-1 routing is a top-8 routing's first column.
+        let s = spec(Generator::Uniform);
+        let (one, eight) = (s.generate(0, 300, 256, 1), s.generate(0, 300, 256, 8));
+        assert!((0..300).all(|t| one.get(t, 0) == eight.get(t, 0)));
+        let grouped = spec(Generator::GroupLimited { groups: 8, keep: 1 }).generate(0, 300, 256, 1);
+        assert_eq!(grouped.idx, one.idx);
+        // Keeping two groups: those of the two best group maxima, read off uniform's full ranking.
+        let full = s.generate(0, 50, 256, 256);
+        let two = spec(Generator::GroupLimited { groups: 8, keep: 2 }).generate(0, 50, 256, 8);
+        for t in 0..50 {
+            let ranking: Vec<i32> = (0..256).map(|k| full.get(t, k)).collect();
+            let best = ranking[0] / 32;
+            let next = ranking.iter().map(|e| e / 32).find(|&g| g != best).unwrap();
+            let want: Vec<i32> = ranking.iter().copied().filter(|e| [best, next].contains(&(e / 32))).take(8).collect();
+            assert_eq!((0..8).map(|k| two.get(t, k)).collect::<Vec<_>>(), want, "token {t}");
+        }
+        // Top-k of k experts: every token selects all of them.
+        let all = RoutingSpec { ranks: 1, ..s.clone() }.generate(0, 16, 8, 8);
+        for t in 0..16 {
+            let mut row: Vec<i32> = (0..8).map(|k| all.get(t, k)).collect();
+            row.sort();
+            assert_eq!(row, (0..8).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn hot_and_zipf_weigh_the_right_experts() {
+        // A huge ratio: every selection is one of the hot rank's (rank 0's) 64 experts.
+        let r = spec(Generator::Hot { ratio: 1e9 }).generate(0, 200, 256, 8);
+        assert!(r.idx.iter().all(|&e| (0..64).contains(&e)), "{:?}", r.idx.iter().filter(|&&e| e >= 64).count());
+        // Zipf weighs expert e by 1 / (e + 1)^s: expert 0 is likely, not certain.
+        let z = spec(Generator::Zipf { s: 1.2 }).generate(0, 2000, 256, 8);
+        let with0 = (0..2000).filter(|&t| (0..8).any(|k| z.get(t, k) == 0)).count();
+        assert!(with0 > 1000 && with0 < 2000, "{with0}");
+    }
+
+    #[test]
+    fn masks_fall_anywhere_and_differ_per_rank() {
+        let s = RoutingSpec { masked: 10, ..spec(Generator::Uniform) };
+        let at = |r: usize| -> Vec<usize> {
+            let g = s.generate(r, 128, 256, 8);
+            (0..g.idx.len()).filter(|&i| g.idx[i] == -1).collect()
+        };
+        assert_ne!(at(0), at(1));
+        assert!(at(0).iter().any(|&i| i >= 10), "the masks are not the first selections");
+    }
+
+    #[test]
+    fn both_rounds_of_a_check_route_different_token_counts() {
+        // The second round takes another turn, for every rank count: with two ranks too, the
+        // rank that routes all its tokens in one round routes fewer in the other.
+        for ranks in 1..=4 {
+            let s = RoutingSpec { ranks, ..spec(Generator::Uniform) };
+            for seed in [1, 2, 3, 1000] {
+                let counts = |sd: u32| (0..ranks).map(|r| s.for_check(sd).tokens_of(r, 64)).collect::<Vec<_>>();
+                assert_ne!(counts(seed), counts(Seeds::second(seed)), "{ranks} ranks, check {seed}");
+            }
+        }
+    }
 }

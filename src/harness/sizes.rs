@@ -186,6 +186,16 @@ mod tests {
     }
 
     #[test]
+    fn factor_sweeps_start_above_zero_and_ignore_the_step() {
+        // -b 0 -f 2 would stay at 0 and never reach -e; with -f 1 0 is a start like any other.
+        assert_eq!(sweep(0, 8, 2, 0, "-i 1M").unwrap_err().msg, "-b 0 with a step factor never grows");
+        assert_eq!(sweep(0, 2, 1, 1, "-i 1").unwrap(), vec![0, 1, 2]);
+        // -i steps only a sweep with -f 1: -b 8 -e 16G -f 2 with alltoall_perf's default -i 1M is
+        // 32 sizes, not 16385 additive points over the bound.
+        assert_eq!(sweep(8, 16 << 30, 2, 1 << 20, "-i 1M").unwrap().len(), 32);
+    }
+
+    #[test]
     fn alltoall_counts_match_nccl_tests() {
         // float, 4 ranks: 8 bytes -> 0 elements; 1 MiB -> 65536 per peer
         assert_eq!(alltoall_count(8, 4, 4), 0);

@@ -45,7 +45,7 @@ pub struct Args {
     #[arg(short = 'z', long = "blocking", default_value = "0", value_parser = zero_or_one(), action = clap::ArgAction::Set)]
     pub blocking: bool,
     /// Buffer registration: 0 none, 1 ncclCommRegister, 2 symmetric window
-    #[arg(short = 'R', long = "local_register", default_value = "0", value_parser = numbered(&RegisterMode::ALL))]
+    #[arg(short = 'R', long = "local_register", default_value = "0", value_parser = numbered(RegisterMode::ALL))]
     pub local_register: RegisterMode,
     /// Implementation(s): number or name, comma-separated, or `all` (see --list-impls)
     #[arg(short = 'D', long = "device_implementation", default_value = "0")]

@@ -24,6 +24,25 @@ Exit codes: 0 ok, 1 internal error, 2 CUDA error, 3 NCCL error, 4 timeout, 5 not
 /// would exhaust memory or run for days instead of failing at once.
 pub const MAX_ITERATIONS: u32 = 1_000_000;
 
+/// An enum of a flag nccl-tests gives as a number from 0 (`-R`, `-a`): the variants take the
+/// numbers in the order written (`as u32` gives them back), and `ALL` lists them in that order,
+/// for [`numbered`].
+macro_rules! numbered_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum $name {
+            $($(#[$vm])* $v),+
+        }
+
+        impl $name {
+            /// Every value, at its number.
+            pub const ALL: &'static [$name] = &[$($name::$v),+];
+        }
+    };
+}
+pub(crate) use numbered_enum;
+
 /// Parser of a flag nccl-tests gives as a number from 0 (`-R`, `-a`): the number is the index of
 /// its value in `values`, and a number outside names the range, not u32's.
 pub fn numbered<T: Copy + Send + Sync + 'static>(
@@ -68,7 +87,7 @@ pub struct CommonArgs {
     #[arg(short = 'G', long = "cudagraph", default_value_t = 0, value_parser = iterations(0))]
     pub cudagraph: u32,
     /// Time reduced over ranks: 0 rank 0, 1 average, 2 minimum, 3 maximum
-    #[arg(short = 'a', long = "average", default_value = "1", value_parser = numbered(&Average::ALL))]
+    #[arg(short = 'a', long = "average", default_value = "1", value_parser = numbered(Average::ALL))]
     pub average: Average,
     /// Seconds a step (init, one measurement) may take before communicators are aborted (0 = off;
     /// at most 604800, a week)

@@ -1,29 +1,11 @@
 //! Reductions of per-rank timings, and percentiles of per-iteration samples (HdrHistogram).
 use hdrhistogram::Histogram;
 
-/// nccl-tests `-a`: how a time is reduced over ranks, under nccl-tests' numbers (which the
-/// command line takes and the results' `config.average` keeps).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Average {
-    Rank0 = 0,
-    Mean = 1,
-    Min = 2,
-    Max = 3,
+crate::driver::cli::numbered_enum! {
+    /// nccl-tests `-a`: how a time is reduced over ranks, under nccl-tests' numbers (which the
+    /// command line takes and the results' `config.average` keeps).
+    Average { Rank0, Mean, Min, Max }
 }
-
-impl Average {
-    /// Every value, each at its number.
-    pub const ALL: [Average; 4] = [Average::Rank0, Average::Mean, Average::Min, Average::Max];
-}
-
-// `-a`'s parser takes the value at the number given (`driver::cli::numbered`).
-const _: () = {
-    let mut n = 0;
-    while n < Average::ALL.len() {
-        assert!(Average::ALL[n] as usize == n);
-        n += 1;
-    }
-};
 
 /// `values` (one a rank) reduced as `how` says.
 pub fn reduce(values: &[f64], how: Average) -> f64 {

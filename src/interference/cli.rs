@@ -91,7 +91,7 @@ pub struct Args {
     pub size: Option<String>,
     /// alltoall foreground: buffer registration, 0 none, 1 ncclCommRegister, 2 symmetric window
     /// (default 2)
-    #[arg(short = 'R', long = "local_register", value_parser = numbered(&RegisterMode::ALL))]
+    #[arg(short = 'R', long = "local_register", value_parser = numbered(RegisterMode::ALL))]
     pub local_register: Option<RegisterMode>,
     /// EP foreground: mode(s), ll and/or ht (default ll)
     #[arg(long = "mode")]

@@ -331,30 +331,17 @@ impl Drop for SymBuffer {
     }
 }
 
-/// `-R`: how the benchmark's buffers are registered with NCCL, under nccl-tests' numbers (which
-/// the command line takes and the results' `config.local_register` keeps).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RegisterMode {
-    None = 0,
-    /// ncclCommRegister
-    Buffers = 1,
-    /// Symmetric windows
-    Window = 2,
-}
-
-impl RegisterMode {
-    /// Every value, each at its number.
-    pub const ALL: [RegisterMode; 3] = [RegisterMode::None, RegisterMode::Buffers, RegisterMode::Window];
-}
-
-// `-R`'s parser takes the value at the number given (`driver::cli::numbered`).
-const _: () = {
-    let mut n = 0;
-    while n < RegisterMode::ALL.len() {
-        assert!(RegisterMode::ALL[n] as usize == n);
-        n += 1;
+crate::driver::cli::numbered_enum! {
+    /// `-R`: how the benchmark's buffers are registered with NCCL, under nccl-tests' numbers
+    /// (which the command line takes and the results' `config.local_register` keeps).
+    RegisterMode {
+        None,
+        /// ncclCommRegister
+        Buffers,
+        /// Symmetric windows
+        Window,
     }
-};
+}
 
 /// The send and receive buffers as registered (`-R`).
 pub enum Registration {

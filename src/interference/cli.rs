@@ -594,4 +594,27 @@ mod tests {
             assert!(!e.to_string().contains('\n'), "{args:?}: multi-line {e}");
         }
     }
+
+    #[test]
+    fn device_cta_count_overrides_either_foregrounds_default() {
+        // Without -V: EP's 24, alltoall's impl default (0); -V is what the foreground launches with.
+        assert_eq!(cfg(&["-g", "4", "-V", "8"]).unwrap().ctas, 8);
+        assert_eq!(cfg(&["-g", "4", "--fg", "alltoall", "-V", "16"]).unwrap().ctas, 16);
+    }
+
+    #[test]
+    fn alltoall_size_may_be_max_bytes_but_not_above() {
+        let c = cfg(&["--fg", "alltoall", "--size", "1T"]).unwrap();
+        let Foreground::Alltoall { sizes, .. } = &c.fg else { panic!("alltoall foreground") };
+        assert_eq!(sizes, &vec![MAX_BYTES]);
+        let e = cfg(&["--fg", "alltoall", "--size", "2T"]).unwrap_err();
+        assert_eq!(e.exit, Exit::Usage);
+        assert!(e.msg.contains("--size 2199023255552 is not in 1..=1099511627776"), "{e}");
+    }
+
+    #[test]
+    fn emulated_nodes_that_divide_the_ep_group_are_accepted() {
+        let c = cfg(&["-g", "4", "--emulate-nodes", "2", "-D", "hybrid-emu", "--bg", "none"]).unwrap();
+        assert_eq!((c.layout, c.common.emulate_nodes), (Some(Layout { ranks: 4, ep: 4, dp: 1 }), Some(2)));
+    }
 }

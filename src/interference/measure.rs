@@ -207,4 +207,19 @@ mod tests {
         assert_eq!(m.overlap(), 0.0);
         assert_eq!(m.bg_inside_us(), None);
     }
+
+    #[test]
+    fn an_empty_foreground_window_is_overlapped_only_inside_the_background() {
+        // A window of zero length has no fraction: it is covered or it is not.
+        let bg: Vec<f64> = (0..=10).map(|i| i as f64 * 10.0).collect();
+        assert_eq!(Marks { fg: (50.0, 50.0), bg: bg.clone() }.overlap(), 1.0);
+        assert_eq!(Marks { fg: (150.0, 150.0), bg }.overlap(), 0.0);
+    }
+
+    #[test]
+    fn only_iterations_wholly_inside_the_window_time_the_background_together() {
+        // [0,10] began before the window and [40,50], [50,100] ended after it: three are inside.
+        let m = Marks { fg: (5.0, 45.0), bg: vec![0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 100.0] };
+        assert_eq!(m.bg_inside_us(), Some((10.0, 3)));
+    }
 }

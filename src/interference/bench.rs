@@ -358,63 +358,21 @@ impl Runner<'_> {
 
     /// One pair reduced over ranks into its row (every rank calls this; rank 0 keeps it).
     fn row(&self, p: &Point, size: u64, m: Measured) -> Row {
-        let cfg = self.cfg;
-        let together = self.reduce(m.marks.fg_us(m.plan.fg_iters));
-        let bg_alone = self.reduce(m.bg_alone_mine);
-        // The background's together time needs whole iterations inside the window on every rank.
         let inside = m.marks.bg_inside_us();
-        let inside_n = self.world_min(inside.map_or(0.0, |i| i.1 as f64));
-        let bg_ok = inside_n > 0.0;
-        let bg_together = self.reduce(inside.map(|i| i.0).unwrap_or(0.0));
-        let bg_together = bg_ok.then_some(bg_together);
-        let n = self.bg.comm.nranks as u64;
-        let busbw = |t: f64| background::allreduce_bw(size, t, n).1;
-        let mut notes = vec![];
-        if m.overlap < 1.0 {
-            notes.push(format!(
-                "overlap incomplete: the background covered {:.1}% of the foreground's timed window",
-                m.overlap * 100.0
-            ));
-        }
-        if !bg_ok {
-            notes.push("no background iteration lay wholly inside the foreground window: background together time not measured".into());
-        } else if inside_n < measure::BG_INSIDE as f64 {
-            notes.push(format!(
-                "only {inside_n} background iteration(s) lay wholly inside the foreground window ({} wanted)",
-                measure::BG_INSIDE
-            ));
-        }
-        if let Some(o) = m.check_overlap.filter(|&o| o < 1.0) {
-            notes.push(format!("checked with {:.1}% overlap", o * 100.0));
-        }
-        let wrong = match (m.fg_wrong, m.bg_wrong) {
-            (Some(a), Some(b)) => Some(a + b),
-            _ => None,
+        let pair = Pair {
+            size,
+            ranks: self.bg.comm.nranks as u64,
+            fg_alone: m.fg_alone,
+            together: self.reduce(m.marks.fg_us(m.plan.fg_iters)),
+            overlap: m.overlap,
+            bg_alone: self.reduce(m.bg_alone_mine),
+            bg_inside_us: self.reduce(inside.map_or(0.0, |i| i.0)),
+            bg_inside_n: self.world_min(inside.map_or(0.0, |i| i.1 as f64)),
+            check_overlap: m.check_overlap,
+            fg_wrong: m.fg_wrong,
+            bg_wrong: m.bg_wrong,
         };
-        Row {
-            time_us: Some(together),
-            alone_us: Some(m.fg_alone),
-            together_us: Some(together),
-            slowdown: Some(together / m.fg_alone),
-            overlap: Some(m.overlap),
-            wrong,
-            reason: (!notes.is_empty()).then(|| notes.join("; ")),
-            background: Some(results::Background {
-                op: cfg.bg.name().into(),
-                size_bytes: size,
-                count: size / background::ELT,
-                dtype: "float".into(),
-                redop: "sum".into(),
-                ranks: n,
-                alone_us: Some(bg_alone),
-                together_us: bg_together,
-                slowdown: bg_together.map(|t| t / bg_alone),
-                busbw_alone_gbps: Some(busbw(bg_alone)),
-                busbw_together_gbps: bg_together.map(busbw),
-                wrong: m.bg_wrong,
-            }),
-            ..self.bandwidths(p, together)
-        }
+        pair.row(self.cfg.bg, self.bandwidths(p, pair.together))
     }
 
     fn skipped(&self, base: Row, why: &str, out: &mut Output) {
@@ -424,14 +382,7 @@ impl Runner<'_> {
             .map(|&size| Row {
                 status: Status::Skipped,
                 reason: Some(why.into()),
-                background: Some(results::Background {
-                    op: self.cfg.bg.name().into(),
-                    size_bytes: size,
-                    count: size / background::ELT,
-                    dtype: "float".into(),
-                    redop: "sum".into(),
-                    ..Default::default()
-                }),
+                background: Some(described(self.cfg.bg, size)),
                 ..base.clone()
             })
             .collect();
@@ -622,6 +573,85 @@ struct Measured {
     check_overlap: Option<f64>,
 }
 
+/// One (foreground, background size) pair once reduced over ranks: everything its row says.
+struct Pair {
+    size: u64,
+    /// The background communicator's ranks.
+    ranks: u64,
+    fg_alone: f64,
+    together: f64,
+    /// The smallest share of the foreground's timed window the background covered on any rank.
+    overlap: f64,
+    bg_alone: f64,
+    /// The background's mean iteration wholly inside the foreground window, and the fewest such
+    /// iterations on any rank.
+    bg_inside_us: f64,
+    bg_inside_n: f64,
+    check_overlap: Option<f64>,
+    fg_wrong: Option<u64>,
+    bg_wrong: Option<u64>,
+}
+
+impl Pair {
+    /// The pair's row on `fg`, the foreground's row at its together time.
+    fn row(&self, op: BgOp, fg: Row) -> Row {
+        // The background's together time needs whole iterations inside the window on every rank.
+        let bg_together = (self.bg_inside_n > 0.0).then_some(self.bg_inside_us);
+        let busbw = |t: f64| background::allreduce_bw(self.size, t, self.ranks).1;
+        let mut notes = vec![];
+        if self.overlap < 1.0 {
+            notes.push(format!(
+                "overlap incomplete: the background covered {:.1}% of the foreground's timed window",
+                self.overlap * 100.0
+            ));
+        }
+        if bg_together.is_none() {
+            notes.push("no background iteration lay wholly inside the foreground window: background together time not measured".into());
+        } else if self.bg_inside_n < measure::BG_INSIDE as f64 {
+            notes.push(format!(
+                "only {} background iteration(s) lay wholly inside the foreground window ({} wanted)",
+                self.bg_inside_n,
+                measure::BG_INSIDE
+            ));
+        }
+        if let Some(o) = self.check_overlap.filter(|&o| o < 1.0) {
+            notes.push(format!("checked with {:.1}% overlap", o * 100.0));
+        }
+        Row {
+            time_us: Some(self.together),
+            alone_us: Some(self.fg_alone),
+            together_us: Some(self.together),
+            slowdown: Some(self.together / self.fg_alone),
+            overlap: Some(self.overlap),
+            wrong: self.fg_wrong.zip(self.bg_wrong).map(|(a, b)| a + b),
+            reason: (!notes.is_empty()).then(|| notes.join("; ")),
+            background: Some(results::Background {
+                ranks: self.ranks,
+                alone_us: Some(self.bg_alone),
+                together_us: bg_together,
+                slowdown: bg_together.map(|t| t / self.bg_alone),
+                busbw_alone_gbps: Some(busbw(self.bg_alone)),
+                busbw_together_gbps: bg_together.map(busbw),
+                wrong: self.bg_wrong,
+                ..described(op, self.size)
+            }),
+            ..fg
+        }
+    }
+}
+
+/// What a row says of its background before any figure.
+fn described(op: BgOp, size: u64) -> results::Background {
+    results::Background {
+        op: op.name().into(),
+        size_bytes: size,
+        count: size / background::ELT,
+        dtype: "float".into(),
+        redop: "sum".into(),
+        ..Default::default()
+    }
+}
+
 fn config_json(c: &Config) -> serde_json::Value {
     let fg = match &c.fg {
         Foreground::Alltoall { impls, sizes, dtype, register } => serde_json::json!({
@@ -665,10 +695,8 @@ mod tests {
 
     #[test]
     fn the_foregrounds_gin_request_and_grant_land_in_config_comms() {
-        let argv =
-            ["interference_perf", "-g", "2", "--fg", "alltoall", "-D", "gin", "-R", "2", "--ep-gin-contexts", "2"];
-        let args = super::super::cli::parse(argv.map(String::from).to_vec()).unwrap();
-        let mut json = config_json(&Config::from_args(&args, String::new()).unwrap());
+        let mut json =
+            config_json(&cfg(&["-g", "2", "--fg", "alltoall", "-D", "gin", "-R", "2", "--ep-gin-contexts", "2"]));
         assert_eq!(json["comms"]["ep"]["gin"], serde_json::json!({"contexts": 2}));
         assert_eq!(json["comms"]["dp"].get("gin"), None, "the background has no device communicator");
         gin_transport::record_granted(&crate::bootstrap::threads::group(1)[0], &mut json, FG_GIN, "gin", Some(4));
@@ -757,6 +785,61 @@ mod tests {
         assert_eq!(
             c.footer(&Summary { rows_wrong: 2, ..Default::default() }),
             "# Out of bounds values : 2 FAILED\n#\n"
+        );
+    }
+
+    fn pair() -> Pair {
+        Pair {
+            size: 1 << 20,
+            ranks: 4,
+            fg_alone: 10.0,
+            together: 15.0,
+            overlap: 1.0,
+            bg_alone: 20.0,
+            bg_inside_us: 25.0,
+            bg_inside_n: measure::BG_INSIDE as f64,
+            check_overlap: Some(1.0),
+            fg_wrong: Some(1),
+            bg_wrong: Some(2),
+        }
+    }
+
+    #[test]
+    fn a_pair_row_holds_both_sides_slowdowns_and_the_backgrounds_busbw() {
+        let fg = Row { busbw_gbps: Some(7.0), ..Default::default() };
+        let r = pair().row(BgOp::AllReduce, fg);
+        assert_eq!((r.time_us, r.alone_us, r.together_us, r.slowdown), (Some(15.0), Some(10.0), Some(15.0), Some(1.5)));
+        assert_eq!((r.overlap, r.wrong, r.reason.as_deref(), r.busbw_gbps), (Some(1.0), Some(3), None, Some(7.0)));
+        let b = r.background.unwrap();
+        assert_eq!((b.op.as_str(), b.size_bytes, b.count, b.ranks), ("allreduce", 1 << 20, 1 << 18, 4));
+        assert_eq!((b.alone_us, b.together_us, b.slowdown, b.wrong), (Some(20.0), Some(25.0), Some(1.25), Some(2)));
+        // busbw = bytes / time x 2(n-1)/n: 1 MiB in 20 us on 4 ranks.
+        let bus = |t: f64| 1048.576 / t * 1.5;
+        assert_eq!((b.busbw_alone_gbps, b.busbw_together_gbps), (Some(bus(20.0)), Some(bus(25.0))));
+    }
+
+    #[test]
+    fn a_pair_row_says_what_its_overlap_and_checks_lacked() {
+        let p = Pair { overlap: 0.5, bg_inside_n: 0.0, check_overlap: Some(0.9), fg_wrong: None, ..pair() };
+        let r = p.row(BgOp::AllReduce, Row::default());
+        assert_eq!(
+            r.reason.as_deref(),
+            Some(
+                "overlap incomplete: the background covered 50.0% of the foreground's timed window; \
+                 no background iteration lay wholly inside the foreground window: background together time not measured; \
+                 checked with 90.0% overlap"
+            )
+        );
+        assert_eq!((r.wrong, r.slowdown), (None, Some(1.5)), "unchecked foreground: no wrong count");
+        let b = r.background.unwrap();
+        assert_eq!((b.together_us, b.slowdown, b.busbw_together_gbps), (None, None, None));
+        let few = Pair { bg_inside_n: 1.0, ..pair() }.row(BgOp::AllReduce, Row::default());
+        assert_eq!(
+            few.reason.unwrap(),
+            format!(
+                "only 1 background iteration(s) lay wholly inside the foreground window ({} wanted)",
+                measure::BG_INSIDE
+            )
         );
     }
 }

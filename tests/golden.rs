@@ -175,3 +175,19 @@ fn results_files_are_written_atomically() {
     assert!(json::write(&dir.join("no/such/dir/x.json"), &sample()).is_err());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn write_outputs_writes_json_and_csv_and_names_both() {
+    let dir = std::env::temp_dir().join(format!("ginbench-outputs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = sample();
+    let (j, c) = (dir.join("run.json"), dir.join("rows.csv"));
+    let shown = ginbench::report::write_outputs(&run, Some(&j), Some(&c)).unwrap();
+    assert_eq!(shown, [format!("# Wrote JSON to {}\n", j.display()), format!("# Wrote CSV to {}\n", c.display())]);
+    assert_eq!(json::parse(&std::fs::read_to_string(&j).unwrap()).unwrap(), run);
+    assert_eq!(std::fs::read_to_string(&c).unwrap(), csv::to_string(&run.rows));
+    // A folder that does not exist is an error naming the file, not a silent success.
+    let e = ginbench::report::write_outputs(&run, None, Some(&dir.join("no/such/rows.csv"))).unwrap_err();
+    assert!(e.starts_with("writing ") && e.contains("rows.csv"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -226,6 +226,8 @@ fn the_report_plots_slowdown_against_background_size() {
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("## foreground nvl LL combine, 128 tokens per rank, bf16 after a bf16 dispatch"), "{md}");
     assert!(md.contains("## foreground nvl LL combine, 128 tokens per rank, bf16 after a fp8 dispatch"), "{md}");
+    // A dispatch foreground is named by its tokens per rank too, not by its bytes.
+    assert!(md.contains("## foreground nvl LL dispatch, 128 tokens per rank, fp8\n"), "{md}");
     assert!(md.contains("foreground.dispatch_dtype: \"bf16\" -> \"fp8\""), "{md}");
     // An interference run is never set beside an alltoall run.
     let other = Labeled { label: "a2a".into(), run: common::run(vec![common::row("nvl", 1 << 20, 10.0, 11.0, 0)]) };
@@ -298,4 +300,22 @@ fn command_line_errors_are_one_line_before_any_gpu() {
     assert_eq!(list.status.code(), Some(0));
     let l = String::from_utf8_lossy(&list.stdout);
     assert!(l.contains("nvl") && l.contains("nvl-ll") && l.contains("allreduce"), "{l}");
+}
+
+#[test]
+fn the_report_leaves_wrong_rows_and_rows_without_a_slowdown_out_of_the_slowdowns() {
+    let dir = std::env::temp_dir().join(format!("ginbench-interference-left-out-{}", std::process::id()));
+    let mut wrong = interference_row(1 << 30, (100.0, 300.0), (20.0, 25.0), 0);
+    wrong.wrong = Some(4);
+    // a foreground measured without a background: no slowdown to show
+    let mut alone = interference_row(0, (100.0, 100.0), (1.0, 1.0), 0);
+    (alone.together_us, alone.slowdown, alone.overlap) = (None, None, None);
+    alone.background = Some(Background { op: "none".into(), ..Default::default() });
+    let run = interference_run(vec![interference_row(1 << 20, (100.0, 150.0), (20.0, 25.0), 0), wrong, alone]);
+    sidebyside::write(&[Labeled { label: "a".into(), run }], &dir).unwrap();
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("| 1048576 | 1.500 | 1.250 | 150.0 |\n"), "{md}");
+    assert!(!md.contains("\n| 1073741824 |") && !md.contains("\n| 0 |"), "{md}");
+    assert!(md.contains("| a | nvl 33554432 B float | wrong data |"), "{md}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -292,6 +292,10 @@ fn default_labels_are_distinct() {
         ["a/b/ll", "c/b/ll", "c/d/ll"]
     );
     assert_eq!(sidebyside::default_labels(&p(&["ll.json", "./ll.json", "ht.json"])), ["ll", "ll#2", "ht"]);
+    // A number a later label already has is skipped.
+    let mut labels = ["x", "x", "x#2"].map(String::from);
+    sidebyside::distinct(&mut labels);
+    assert_eq!(labels, ["x", "x#3", "x#2"]);
 }
 
 #[test]
@@ -466,6 +470,7 @@ fn wrong_rows_are_left_out_and_named() {
     ];
     let md = report_md("wrong", &runs);
     assert!(md.contains("WARNING: bad has 1 rows with wrong data: they are left out"), "{md}");
+    assert!(!md.contains("WARNING: good"), "a run without wrong rows is not warned about: {md}");
     assert!(md.contains("| 1073741824 | 75.00 | - | - |"), "{md}");
     assert!(md.contains("| bad | nvl (float, out-of-place) | wrong data |"), "{md}");
     // EP likewise.
@@ -501,4 +506,266 @@ fn bad_labels_empty_runs_and_missing_folders_are_refused() {
     sidebyside::write(&one("a", a), &dir.join("out")).unwrap();
     assert!(dir.join("out/report.md").is_file());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn cycles_are_averaged_per_size() {
+    // Two cycles of one size: 10 µs and 30 µs average to 20 µs, and their busbw likewise.
+    let rows = vec![common::row("nvl", 1 << 20, 10.0, 10.0, 0), common::row("nvl", 1 << 20, 30.0, 30.0, 1)];
+    let md = report_md("mean", &[Labeled { label: "a".into(), run: common::run(rows) }]);
+    assert!(md.contains("| 1048576 | 52.43 | 20.00 |"), "{md}");
+}
+
+#[test]
+fn a_measured_row_without_busbw_shows_a_dash_not_zero() {
+    let mut r = common::row("nvl", 1 << 20, 10.0, 10.0, 0);
+    r.busbw_gbps = None;
+    let md = report_md("no-busbw", &[Labeled { label: "a".into(), run: common::run(vec![r]) }]);
+    assert!(md.contains("| 1048576 | - | 10.00 |"), "{md}");
+}
+
+#[test]
+fn an_impls_table_holds_only_the_sizes_it_ran() {
+    // a ran 1 KB only, b 1 MB only: neither table gets a line for the other's size.
+    let rows = vec![common::row("a", 1 << 10, 2.0, 2.0, 0), common::row("b", 1 << 20, 10.0, 10.0, 0)];
+    let md = report_md("sizes", &[Labeled { label: "x".into(), run: common::run(rows) }]);
+    let a = section(&md, "## a (float, out-of-place)");
+    assert!(a.contains("| 1024 | 0.38 | 2.00 |") && !a.contains("| 1048576 |"), "{a}");
+    let b = section(&md, "## b (float, out-of-place)");
+    assert!(b.contains("| 1048576 | 78.64 | 10.00 |") && !b.contains("| 1024 |"), "{b}");
+}
+
+#[test]
+fn the_best_impl_table_has_no_auto_column_when_auto_did_not_run() {
+    let rows = vec![common::row("a", 1 << 10, 2.0, 2.0, 0), common::row("b", 1 << 10, 3.0, 3.0, 0)];
+    let md = report_md("no-auto", &[Labeled { label: "x".into(), run: common::run(rows) }]);
+    let best = section(&md, "## Best impl per size (float, out-of-place)");
+    assert!(best.contains("| size (B) | x best | x busbw |\n"), "{best}");
+    assert!(best.contains("| 1024 | a | 0.38 |\n") && !best.contains("auto"), "{best}");
+}
+
+#[test]
+fn ep_chart_names_turn_punctuation_into_underscores() {
+    // gin-emu and hybrid-emu are real EP impls; their charts are named as alltoall ones are.
+    let rows = vec![
+        common::ep_row("gin-emu", "ll", "dispatch", "bf16", 128, (20.0, 100.0), 2),
+        common::ep_row("gin-emu", "ll", "combine", "bf16", 128, (30.0, 50.0), 2),
+    ];
+    let md = report_md("ep-slug", &[Labeled { label: "a".into(), run: common::ep_run(2, rows) }]);
+    for f in ["bw_ep_gin_emu_ll_bf16_7168x8x256.svg", "time_ep_gin_emu_ll_bf16_7168x8x256.svg"] {
+        assert!(md.contains(&format!("]({f})")), "{f}: {md}");
+    }
+}
+
+#[test]
+fn each_ep_section_names_its_own_bw_definition() {
+    let mut r = ep(2, 1.0);
+    for row in r.rows.iter_mut().filter(|r| r.impl_name == "host") {
+        row.bw_definition = Some("host bytes / time".into());
+    }
+    let md = report_md("ep-defs", &[Labeled { label: "a".into(), run: r }]);
+    let nvl = section(&md, "## nvl LL, dispatch bf16");
+    assert!(nvl.contains("\nbw: deepep-ll: logical bytes / time.\n"), "{nvl}");
+    let host = section(&md, "## host LL, dispatch bf16");
+    assert!(host.contains("\nbw: host bytes / time.\n"), "{host}");
+}
+
+#[test]
+fn ep_sections_say_when_bw_definitions_differ_or_are_missing() {
+    let mut other = ep(2, 1.0);
+    for row in other.rows.iter_mut().filter(|r| r.impl_name == "nvl") {
+        row.bw_definition = Some("wire bytes / time".into());
+    }
+    for row in other.rows.iter_mut().filter(|r| r.impl_name == "host") {
+        row.bw_definition = None;
+    }
+    let mut none = ep(2, 1.0);
+    for row in none.rows.iter_mut().filter(|r| r.impl_name == "host") {
+        row.bw_definition = None;
+    }
+    let runs = vec![Labeled { label: "x".into(), run: none }, Labeled { label: "y".into(), run: other }];
+    let md = report_md("ep-defs-differ", &runs);
+    let nvl = section(&md, "## nvl LL, dispatch bf16");
+    let want = "\nbw definitions differ: x: deepep-ll: logical bytes / time; y: wire bytes / time.\n";
+    assert!(nvl.contains(want), "{nvl}");
+    let host = section(&md, "## host LL, dispatch bf16");
+    assert!(host.contains("\nbw: no definition recorded.\n"), "{host}");
+}
+
+#[test]
+fn a_bw_definition_that_changes_within_one_run_is_named_twice() {
+    // Dispatch and combine of one section measured under two definitions in the same run.
+    let mut r = ep(2, 1.0);
+    for row in r.rows.iter_mut().filter(|r| r.phase == Some(Phase::Combine)) {
+        row.bw_definition = Some("combine bytes / time".into());
+    }
+    let md = report_md("ep-defs-one-run", &[Labeled { label: "a".into(), run: r }]);
+    let nvl = section(&md, "## nvl LL, dispatch bf16");
+    let want = "\nbw definitions differ: a: deepep-ll: logical bytes / time; a: combine bytes / time.\n";
+    assert!(nvl.contains(want), "{nvl}");
+}
+
+#[test]
+fn an_ep_sections_table_holds_only_its_own_lines() {
+    // nvl ran 128 tokens per rank, host 1: neither section gets a line for the other's.
+    let rows = vec![
+        common::ep_row("nvl", "ll", "dispatch", "bf16", 128, (20.0, 100.0), 2),
+        common::ep_row("host", "ll", "dispatch", "bf16", 1, (30.0, 50.0), 2),
+    ];
+    let md = report_md("ep-lines", &[Labeled { label: "a".into(), run: common::ep_run(2, rows) }]);
+    let nvl = section(&md, "## nvl LL, dispatch bf16");
+    assert!(nvl.contains("| dispatch | 128 | 100.0 | 20.00 |") && !nvl.contains("| dispatch | 1 |"), "{nvl}");
+    let host = section(&md, "## host LL, dispatch bf16");
+    assert!(host.contains("| dispatch | 1 | 50.00 | 30.00 |") && !host.contains("| dispatch | 128 |"), "{host}");
+}
+
+#[test]
+fn each_ep_phase_is_plotted_from_its_own_points() {
+    // Dispatch at 1, 2 and 4 tokens per rank, combine at 128: the first line drawn (the
+    // dispatch, in the first colour) has three points, the combine's one.
+    let mut rows: Vec<Row> =
+        [1, 2, 4].map(|t| common::ep_row("nvl", "ll", "dispatch", "bf16", t, (20.0, 100.0), 2)).into();
+    rows.push(common::ep_row("nvl", "ll", "combine", "bf16", 128, (30.0, 50.0), 2));
+    let dir = std::env::temp_dir().join(format!("ginbench-report-ep-points-{}", std::process::id()));
+    sidebyside::write(&[Labeled { label: "a".into(), run: common::ep_run(2, rows) }], &dir).unwrap();
+    let svg = std::fs::read_to_string(dir.join("bw_ep_nvl_ll_bf16_7168x8x256.svg")).unwrap();
+    let points = |colour: &str| {
+        let l = svg.lines().find(|l| l.contains(&format!("stroke=\"{colour}\" stroke-width=\"2\" points="))).unwrap();
+        l.split("points=\"").nth(1).unwrap().split_whitespace().filter(|p| p.contains(',')).count()
+    };
+    assert_eq!((points("#1F77B4"), points("#FF7F0E")), (3, 1), "{svg}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_row_that_did_not_run_is_explained_by_its_status_even_with_a_wrong_count() {
+    // "wrong data" is for rows that ran; a skipped row keeps its own reason.
+    let mut r = run("NVIDIA H200", GinKind::None, 1.0);
+    (r.rows[0].status, r.rows[0].reason, r.rows[0].wrong) = (Status::Skipped, Some("no GIN".into()), Some(3));
+    let md = report_md("skipped-wrong", &[Labeled { label: "a".into(), run: r }]);
+    assert!(md.contains("| a | nvl (float, out-of-place) | skipped: no GIN |"), "{md}");
+}
+
+#[test]
+fn not_measured_names_each_section_once_per_reason() {
+    let skip = |imp: &str, size: u64, why: &str| Row {
+        status: Status::Skipped,
+        reason: Some(why.into()),
+        ..common::row(imp, size, 1.0, 1.0, 0)
+    };
+    let rows = vec![
+        common::row("ce", 1 << 20, 10.0, 10.0, 0),
+        skip("nvl", 1 << 20, "no GIN"),
+        skip("nvl", 1 << 30, "no GIN"),
+        skip("host", 1 << 20, "no GIN"),
+        skip("host", 1 << 30, "too big"),
+    ];
+    let md = report_md("not-measured", &[Labeled { label: "a".into(), run: common::run(rows) }]);
+    let t = section(&md, "## Not measured");
+    assert!(t.contains("| a | nvl (float, out-of-place), host (float, out-of-place) | skipped: no GIN |\n"), "{t}");
+    assert!(t.contains("| a | host (float, out-of-place) | skipped: too big |\n"), "{t}");
+    assert_eq!(t.matches("| a |").count(), 2, "{t}");
+}
+
+#[test]
+fn a_zero_busbw_gets_no_ratio() {
+    // Size 0 moves nothing: its busbw is 0 in both runs, and 0 / 0 is no ratio.
+    let runs =
+        ["x", "y"].map(|l| Labeled { label: l.into(), run: common::run(vec![common::row("nvl", 0, 1.0, 1.0, 0)]) });
+    let md = report_md("zero-busbw", &runs);
+    assert!(md.contains("| 0 | 0.00 | 0.00 | - | 1.00 | 1.00 |\n"), "{md}");
+}
+
+#[test]
+fn the_markdown_report_has_one_title_and_sections_under_it() {
+    let md = report_md("title", &[Labeled { label: "a".into(), run: run("NVIDIA H200", GinKind::None, 1.0) }]);
+    assert!(md.starts_with("# ginbench report\n\n"), "{md}");
+    assert!(!md.contains("\n# ") && md.contains("\n## nvl (float, out-of-place)\n"), "{md}");
+}
+
+/// The texts an SVG shows, in order.
+fn svg_texts(svg: &str) -> Vec<&str> {
+    svg.split("<text")
+        .skip(1)
+        .map(|s| s.split('>').nth(1).unwrap_or("").split('<').next().unwrap_or("").trim())
+        .collect()
+}
+
+#[test]
+fn plots_label_the_x_axis_in_bytes_or_tokens_per_rank() {
+    let dir = std::env::temp_dir().join(format!("ginbench-report-ticks-{}", std::process::id()));
+    sidebyside::write(&[Labeled { label: "a".into(), run: run("NVIDIA H200", GinKind::None, 1.0) }], &dir).unwrap();
+    let svg = std::fs::read_to_string(dir.join("busbw_nvl_float_out_of_place.svg")).unwrap();
+    let t = svg_texts(&svg);
+    assert!(
+        t.contains(&"bytes per rank") && t.windows(6).any(|w| w == ["1M", "4M", "16M", "64M", "256M", "1G"]),
+        "{t:?}"
+    );
+    // Tokens: the axis starts half a step below 1 token, where there is no label.
+    let ep_dir = dir.join("ep");
+    sidebyside::write(&[Labeled { label: "a".into(), run: ep(2, 1.0) }], &ep_dir).unwrap();
+    let svg = std::fs::read_to_string(ep_dir.join("bw_ep_nvl_ll_bf16_7168x8x256.svg")).unwrap();
+    let t = svg_texts(&svg);
+    let ticks = ["", "1", "2", "4", "8", "16", "32", "64", "128", "256"];
+    assert!(t.contains(&"tokens per rank") && t.windows(10).any(|w| w == ticks), "{t:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn human_bytes_names_sizes_as_the_axis_shows_them() {
+    for (v, want) in [
+        (8.0, "8"),
+        (1023.0, "1023"),
+        (1024.0, "1K"),
+        (1536.0, "1.5K"),
+        (65536.0, "64K"),
+        (3.0 * 1048576.0, "3M"),
+        (2147483648.0, "2G"),
+        (1.5 * 1073741824.0, "1.5G"),
+    ] {
+        assert_eq!(plots::human_bytes(v), want, "{v}");
+    }
+}
+
+#[test]
+fn a_one_rank_run_is_reported_without_a_busbw_plot() {
+    // One rank has no peer: its busbw of 0 is left out of the plot, not drawn on a 0..0 axis.
+    let mut r = common::run(vec![Row { busbw_gbps: Some(0.0), ..common::row("nvl", 1 << 20, 10.0, 10.0, 0) }]);
+    r.env.ranks = 1;
+    let md = report_md("one-rank", &[Labeled { label: "a".into(), run: r }]);
+    assert!(!md.contains("busbw_nvl_float_out_of_place.svg"), "{md}");
+    assert!(md.contains("](time_nvl_float_out_of_place.svg)") && md.contains("| 1048576 | 0.00 | 10.00 |"), "{md}");
+}
+
+#[test]
+fn plots_scale_the_y_axis_to_the_data() {
+    // busbw on a linear axis from 0 with headroom; time on a log axis where it spans decades
+    // (times from 10 ns to 700 µs here, 10 µs to 10 ms in `run`), the top decade in the headroom.
+    let rows = vec![
+        common::row("nvl", 1 << 10, 0.01, 0.01, 0),
+        common::row("nvl", 1 << 20, 100.0, 100.0, 0),
+        common::row("nvl", 1 << 30, 700.0, 700.0, 0),
+    ];
+    let y_ticks = |run: Run, tag: &str| {
+        let dir = std::env::temp_dir().join(format!("ginbench-report-y-{tag}-{}", std::process::id()));
+        sidebyside::write(&[Labeled { label: "a".into(), run }], &dir).unwrap();
+        let ticks = ["busbw", "time"].map(|k| {
+            let svg = std::fs::read_to_string(dir.join(format!("{k}_nvl_float_out_of_place.svg"))).unwrap();
+            let t = svg_texts(&svg);
+            // between the axis descriptions and the first x tick
+            let from = t.iter().position(|s| *s == "bytes per rank").unwrap() + 1;
+            let to = t.iter().position(|s| s.ends_with(['K', 'M', 'G'])).unwrap();
+            t[from..to].join(" ")
+        });
+        std::fs::remove_dir_all(&dir).unwrap();
+        ticks
+    };
+    assert_eq!(
+        y_ticks(common::run(rows), "wide"),
+        ["0.0 200.0 400.0 600.0 800.0 1000.0 1200.0", "0.01 0.1 1.0 10.0 100.0 1000.0"]
+    );
+    assert_eq!(
+        y_ticks(run("NVIDIA H200", GinKind::None, 1.0), "run"),
+        ["0.0 10.0 20.0 30.0 40.0 50.0 60.0 70.0 80.0", "10.0 100.0 1000.0 10000.0"]
+    );
 }

@@ -49,15 +49,26 @@ pub fn write_all_atomic<'a>(files: impl IntoIterator<Item = (&'a Path, &'a [u8])
 /// by a crash, or planted) is never written through; the name does not carry the target's, so a
 /// target name of any legal length leaves room for it.
 pub fn temp_file(dir: &Path) -> std::io::Result<(std::path::PathBuf, std::fs::File)> {
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    loop {
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tmp = dir.join(format!(".ginbench-{}-{n}.tmp", std::process::id()));
+    // Names taken are skipped a bounded number of times, however many files this process made.
+    for _ in 0..TEMP_TRIES {
+        let tmp = next_temp_name(dir);
         match std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp) {
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             r => return r.map(|f| (tmp, f)),
         }
     }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AlreadyExists,
+        format!("{TEMP_TRIES} temporary file names in a row were taken in {}", dir.display()),
+    ))
+}
+
+const TEMP_TRIES: u32 = 1000;
+static NEXT_TEMP: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+fn next_temp_name(dir: &Path) -> std::path::PathBuf {
+    let n = NEXT_TEMP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    dir.join(format!(".ginbench-{}-{n}.tmp", std::process::id()))
 }
 
 /// The file a path names: a symbolic link's target, followed link by link (so that writing
@@ -125,6 +136,22 @@ pub fn write_outputs(run: &Run, json: Option<&Path>, csv: Option<&Path>) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_temp_name_taken_is_skipped_however_many_files_came_before() {
+        // The limit counts this call's tries, not the files the process has made so far.
+        let dir = std::env::temp_dir().join(format!("ginbench-temp-taken-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        NEXT_TEMP.fetch_add(2 * TEMP_TRIES, std::sync::atomic::Ordering::Relaxed);
+        let taken: Vec<_> = (0..8).map(|_| next_temp_name(&dir)).collect();
+        NEXT_TEMP.fetch_sub(8, std::sync::atomic::Ordering::Relaxed);
+        for t in &taken {
+            std::fs::write(t, "left by a crash").unwrap();
+        }
+        let (tmp, _) = temp_file(&dir).unwrap();
+        assert!(!taken.contains(&tmp), "{tmp:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn a_link_is_written_through_and_stays_a_link() {

@@ -704,8 +704,7 @@ mod tests {
     }
 
     fn cfg(args: &[&str]) -> Config {
-        let argv = std::iter::once("interference_perf").chain(args.iter().copied()).map(String::from).collect();
-        Config::from_args(&super::super::cli::parse(argv).unwrap(), String::new()).unwrap()
+        super::super::cli::tests::cfg(args).unwrap()
     }
 
     #[test]

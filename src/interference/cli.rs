@@ -432,11 +432,12 @@ pub fn parse(argv: Vec<String>) -> Result<Args> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::error::Exit;
 
-    fn cfg(args: &[&str]) -> Result<Config> {
+    /// The configuration of `interference_perf ARGS`.
+    pub(in crate::interference) fn cfg(args: &[&str]) -> Result<Config> {
         let mut v = vec!["interference_perf".to_string()];
         v.extend(args.iter().map(|s| s.to_string()));
         Config::from_args(&parse(v)?, args.join(" "))

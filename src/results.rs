@@ -478,4 +478,21 @@ mod tests {
         assert_eq!(rfc3339(951782400), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339(1795258443), "2026-11-21T10:54:03Z");
     }
+
+    #[test]
+    fn rfc3339_has_no_feb_29_in_a_century_year() {
+        // 2100 is not a leap year: the civil-from-days century correction (doe / 36524).
+        assert_eq!(rfc3339(4107542399), "2100-02-28T23:59:59Z");
+        assert_eq!(rfc3339(4107542400), "2100-03-01T00:00:00Z");
+    }
+
+    #[test]
+    fn now_is_the_current_time_in_rfc3339() {
+        // Fixed-width fields: the text orders as the times do.
+        let secs = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        let before = rfc3339(secs());
+        let now = now_rfc3339();
+        let after = rfc3339(secs());
+        assert!(before <= now && now <= after, "{before} {now} {after}");
+    }
 }

@@ -299,6 +299,68 @@ mod tests {
         assert!(shared_gpu_note(&[g(0, "h", "a"), g(1, "i", "a")]).is_none(), "same bus id on two hosts");
     }
 
+    /// An Output that prints nothing here: `print` is rank 0's, and with no rows out of the
+    /// ordinary, no footer text and no files, rank 0 writes nothing either.
+    fn output(print: bool) -> Output {
+        let run = Run::start(
+            crate::results::Kind::Alltoall,
+            "alltoall_perf",
+            "t".into(),
+            Env::default(),
+            serde_json::json!({}),
+        );
+        Output {
+            print,
+            prog: "alltoall_perf",
+            run,
+            rows: vec![],
+            cycle: 0,
+            reasons_shown: Default::default(),
+            json_stdout: false,
+            progress: false,
+            json: None,
+            csv: None,
+        }
+    }
+
+    fn wrong_row(wrong: Option<u64>) -> Row {
+        Row { impl_name: "nvl".into(), wrong, ..Default::default() }
+    }
+
+    #[test]
+    fn rank_0_finishes_with_its_rows_summary_and_error() {
+        let mut out = output(true);
+        out.rows(None, vec![wrong_row(Some(3)), wrong_row(Some(0))]);
+        out.rows(None, vec![wrong_row(Some(1)), wrong_row(None)]);
+        // The exit code's WrongData counts rows, not elements.
+        assert_eq!(out.wrong_rows(), 2);
+        out.finish(Some(&Error::internal("timed out")), |_| String::new()).unwrap();
+        let run = &out.run;
+        assert_eq!(run.rows.len(), 4);
+        assert_eq!(run.summary.as_ref().map(|s| s.rows_wrong), Some(2));
+        assert!(run.finished_at.is_some());
+        assert_eq!(run.error(), Some("timed out"));
+    }
+
+    #[test]
+    fn other_ranks_finish_without_results() {
+        let mut out = output(false);
+        out.rows(None, vec![wrong_row(Some(1))]);
+        out.finish(None, |_| String::new()).unwrap();
+        assert!(out.run.summary.is_none() && out.run.finished_at.is_none() && out.run.rows.is_empty());
+    }
+
+    #[test]
+    fn a_new_section_shows_skip_reasons_anew() {
+        let mut out = output(false);
+        let skipped =
+            Row { status: crate::results::Status::Skipped, reason: Some("no GIN".into()), ..Default::default() };
+        out.rows(None, vec![skipped.clone(), skipped]);
+        assert_eq!(out.reasons_shown.len(), 1, "once per section");
+        out.section("alltoall", "# header\n");
+        assert!(out.reasons_shown.is_empty());
+    }
+
     #[test]
     fn progress_only_for_a_person_at_a_terminal() {
         assert!(show_progress(true, false, false, true));

@@ -123,12 +123,13 @@ pub fn parse(argv: Vec<String>) -> Result<Args> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::error::Exit;
     use crate::harness::stats::Average;
 
-    fn cfg(args: &[&str]) -> Result<Config> {
+    /// The configuration of `alltoall_perf ARGS`.
+    pub(crate) fn cfg(args: &[&str]) -> Result<Config> {
         let mut v = vec!["alltoall_perf".to_string()];
         v.extend(args.iter().map(|s| s.to_string()));
         let a = parse(v)?;

@@ -484,10 +484,7 @@ mod tests {
 
     /// The shared settings as alltoall_perf's command line gives them.
     fn common(args: &[&str]) -> Common {
-        let mut v = vec!["alltoall_perf".to_string()];
-        v.extend(args.iter().map(|s| s.to_string()));
-        let a = crate::alltoall::cli::parse(v).unwrap();
-        crate::alltoall::cli::Config::from_args(&a, args.join(" ")).unwrap().common
+        crate::alltoall::cli::tests::cfg(args).unwrap().common
     }
 
     #[test]

@@ -695,48 +695,22 @@ mod tests {
 
     #[test]
     fn the_foregrounds_gin_request_and_grant_land_in_config_comms() {
-        let mut json =
-            config_json(&cfg(&["-g", "2", "--fg", "alltoall", "-D", "gin", "-R", "2", "--ep-gin-contexts", "2"]));
+        let mut json = config_json(&cfg("-g 2 --fg alltoall -D gin -R 2 --ep-gin-contexts 2"));
         assert_eq!(json["comms"]["ep"]["gin"], serde_json::json!({"contexts": 2}));
         assert_eq!(json["comms"]["dp"].get("gin"), None, "the background has no device communicator");
         gin_transport::record_granted(&crate::bootstrap::threads::group(1)[0], &mut json, FG_GIN, "gin", Some(4));
         assert_eq!(json["comms"]["ep"]["gin"], serde_json::json!({"contexts": 2, "granted": {"gin": 4}}));
     }
 
-    fn cfg(args: &[&str]) -> Config {
-        super::super::cli::tests::cfg(args).unwrap()
+    /// The configuration of `interference_perf LINE`.
+    fn cfg(line: &str) -> Config {
+        super::super::cli::tests::cfg(&line.split_whitespace().collect::<Vec<_>>()).unwrap()
     }
 
     #[test]
     fn the_preamble_describes_both_sides_the_layout_and_each_communicator() {
-        let c = cfg(&[
-            "-g",
-            "4",
-            "--fg",
-            "alltoall",
-            "-D",
-            "nvl,gin",
-            "--size",
-            "2M",
-            "--ep",
-            "2",
-            "-b",
-            "1M",
-            "-e",
-            "16M",
-            "--ep-gin-contexts",
-            "2",
-            "--ep-stream-priority",
-            "-1",
-            "--dp-max-ctas",
-            "8",
-            "-w",
-            "1",
-            "-n",
-            "5",
-            "-c",
-            "2",
-        ]);
+        let c = cfg("-g 4 --fg alltoall -D nvl,gin --size 2M --ep 2 -b 1M -e 16M --ep-gin-contexts 2 \
+            --ep-stream-priority -1 --dp-max-ctas 8 -w 1 -n 5 -c 2");
         assert_eq!(
             c.describe(&Env { ranks: 4, ..Default::default() }),
             "# foreground: alltoall nvl,gin float bytes per rank [2097152], -R 2; device CTAs (SMs): impl default\n\
@@ -746,7 +720,7 @@ mod tests {
              # DP communicator: maxCTAs=8, stream priority default\n\
              # warmup iters: 1 iters: 5 validation: 2 (both sides checked while overlapped)\n"
         );
-        let d = cfg(&["-g", "2", "--bg", "none"]).describe(&Env { ranks: 2, ..Default::default() });
+        let d = cfg("-g 2 --bg none").describe(&Env { ranks: 2, ..Default::default() });
         assert!(
             d.starts_with(
                 "# foreground: ep nvl ll dispatch bf16 deepseek-v3 (hidden 7168 top-8 256 experts) tokens 128 LL / 4096 HT; device CTAs (SMs): 24\n\
@@ -758,28 +732,28 @@ mod tests {
 
     #[test]
     fn the_results_config_records_the_background_sweep_and_the_layout() {
-        let json = Benchmark::config_json(&cfg(&["-g", "4", "--ep", "2", "-b", "1M", "-e", "16M"]));
+        let json = Benchmark::config_json(&cfg("-g 4 --ep 2 -b 1M -e 16M"));
         assert_eq!(
             json["background"],
             serde_json::json!({"op": "allreduce", "sizes": [1 << 20, 4 << 20, 16 << 20], "datatype": "float", "redop": "sum"})
         );
         assert_eq!(json["layout"], serde_json::json!({"ranks": 4, "ep": 2, "dp": 2}));
         assert_eq!(json["device_cta_count"], 24);
-        let json = Benchmark::config_json(&cfg(&["--bg", "none"]));
+        let json = Benchmark::config_json(&cfg("--bg none"));
         assert_eq!(json["background"]["op"], "none");
         assert_eq!(json["background"]["sizes"], serde_json::json!([]));
     }
 
     #[test]
     fn require_gin_sees_the_foregrounds_impls_on_nccls_gin() {
-        assert_eq!(Benchmark::real_gin_impls(&cfg(&["--fg", "alltoall", "-D", "nvl,gin"])), ["gin"]);
-        assert_eq!(Benchmark::real_gin_impls(&cfg(&["-D", "nvl,hybrid"])), ["hybrid"]);
-        assert!(Benchmark::real_gin_impls(&cfg(&["-D", "nvl"])).is_empty());
+        assert_eq!(Benchmark::real_gin_impls(&cfg("--fg alltoall -D nvl,gin")), ["gin"]);
+        assert_eq!(Benchmark::real_gin_impls(&cfg("-D nvl,hybrid")), ["hybrid"]);
+        assert!(Benchmark::real_gin_impls(&cfg("-D nvl")).is_empty());
     }
 
     #[test]
     fn the_footer_counts_wrong_rows_and_fails_on_any() {
-        let c = cfg(&[]);
+        let c = cfg("");
         assert_eq!(c.footer(&Summary { rows_wrong: 0, ..Default::default() }), "# Out of bounds values : 0 OK\n#\n");
         assert_eq!(
             c.footer(&Summary { rows_wrong: 2, ..Default::default() }),

@@ -299,28 +299,11 @@ mod tests {
         assert!(shared_gpu_note(&[g(0, "h", "a"), g(1, "i", "a")]).is_none(), "same bus id on two hosts");
     }
 
-    /// An Output that prints nothing here: `print` is rank 0's, and with no rows out of the
-    /// ordinary, no footer text and no files, rank 0 writes nothing either.
+    /// alltoall_perf's Output with its default flags: `print` is rank 0's; with no rows out of
+    /// the ordinary, no footer text and no files, rank 0 writes nothing either.
     fn output(print: bool) -> Output {
-        let run = Run::start(
-            crate::results::Kind::Alltoall,
-            "alltoall_perf",
-            "t".into(),
-            Env::default(),
-            serde_json::json!({}),
-        );
-        Output {
-            print,
-            prog: "alltoall_perf",
-            run,
-            rows: vec![],
-            cycle: 0,
-            reasons_shown: Default::default(),
-            json_stdout: false,
-            progress: false,
-            json: None,
-            csv: None,
-        }
+        let c = crate::alltoall::cli::tests::cfg(&[]).unwrap();
+        Output::new::<crate::alltoall::cli::Config>(print, &c.common, Env::default(), "t".into(), serde_json::json!({}))
     }
 
     fn wrong_row(wrong: Option<u64>) -> Row {

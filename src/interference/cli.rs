@@ -105,7 +105,7 @@ pub struct Args {
     /// EP foreground: experts per token (overrides the preset)
     #[arg(long = "topk")]
     pub topk: Option<usize>,
-    /// EP foreground: experts in total (overrides the preset)
+    /// EP foreground: experts in total (overrides the preset; at most 16384)
     #[arg(long = "experts")]
     pub experts: Option<usize>,
     /// EP foreground: tokens per rank, comma-separated (default 128 LL, 4096 HT)

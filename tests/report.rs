@@ -557,12 +557,17 @@ fn ep_chart_names_turn_punctuation_into_underscores() {
     }
 }
 
+/// Gives the rows of `run` that `which` picks the bw definition `def`.
+fn define_bw(run: &mut Run, which: impl Fn(&Row) -> bool, def: Option<&str>) {
+    for row in run.rows.iter_mut().filter(|r| which(r)) {
+        row.bw_definition = def.map(String::from);
+    }
+}
+
 #[test]
 fn each_ep_section_names_its_own_bw_definition() {
     let mut r = ep(2, 1.0);
-    for row in r.rows.iter_mut().filter(|r| r.impl_name == "host") {
-        row.bw_definition = Some("host bytes / time".into());
-    }
+    define_bw(&mut r, |r| r.impl_name == "host", Some("host bytes / time"));
     let md = report_md("ep-defs", &[Labeled { label: "a".into(), run: r }]);
     let nvl = section(&md, "## nvl LL, dispatch bf16");
     assert!(nvl.contains("\nbw: deepep-ll: logical bytes / time.\n"), "{nvl}");
@@ -573,16 +578,10 @@ fn each_ep_section_names_its_own_bw_definition() {
 #[test]
 fn ep_sections_say_when_bw_definitions_differ_or_are_missing() {
     let mut other = ep(2, 1.0);
-    for row in other.rows.iter_mut().filter(|r| r.impl_name == "nvl") {
-        row.bw_definition = Some("wire bytes / time".into());
-    }
-    for row in other.rows.iter_mut().filter(|r| r.impl_name == "host") {
-        row.bw_definition = None;
-    }
+    define_bw(&mut other, |r| r.impl_name == "nvl", Some("wire bytes / time"));
+    define_bw(&mut other, |r| r.impl_name == "host", None);
     let mut none = ep(2, 1.0);
-    for row in none.rows.iter_mut().filter(|r| r.impl_name == "host") {
-        row.bw_definition = None;
-    }
+    define_bw(&mut none, |r| r.impl_name == "host", None);
     let runs = vec![Labeled { label: "x".into(), run: none }, Labeled { label: "y".into(), run: other }];
     let md = report_md("ep-defs-differ", &runs);
     let nvl = section(&md, "## nvl LL, dispatch bf16");
@@ -596,9 +595,7 @@ fn ep_sections_say_when_bw_definitions_differ_or_are_missing() {
 fn a_bw_definition_that_changes_within_one_run_is_named_twice() {
     // Dispatch and combine of one section measured under two definitions in the same run.
     let mut r = ep(2, 1.0);
-    for row in r.rows.iter_mut().filter(|r| r.phase == Some(Phase::Combine)) {
-        row.bw_definition = Some("combine bytes / time".into());
-    }
+    define_bw(&mut r, |r| r.phase == Some(Phase::Combine), Some("combine bytes / time"));
     let md = report_md("ep-defs-one-run", &[Labeled { label: "a".into(), run: r }]);
     let nvl = section(&md, "## nvl LL, dispatch bf16");
     let want = "\nbw definitions differ: a: deepep-ll: logical bytes / time; a: combine bytes / time.\n";

@@ -71,4 +71,24 @@ mod tests {
         }
         assert!(Dtype::parse("f8e4m3").unwrap_err().msg.contains("unknown datatype"));
     }
+
+    #[test]
+    fn sizes_are_the_element_widths() {
+        let sizes: Vec<(&str, u64)> = ALL.iter().map(|d| (d.name(), d.size())).collect();
+        assert_eq!(
+            sizes,
+            [
+                ("int8", 1),
+                ("uint8", 1),
+                ("int32", 4),
+                ("uint32", 4),
+                ("int64", 8),
+                ("uint64", 8),
+                ("half", 2),
+                ("float", 4),
+                ("double", 8),
+                ("bfloat16", 2),
+            ]
+        );
+    }
 }

@@ -179,6 +179,34 @@ fn nccl_found_and_matching_when_the_toolchain_has_one() {
     assert!(v["nccl"]["path"].as_str().unwrap().ends_with("libnccl.so.2"));
 }
 
+#[test]
+fn nccl_library_reported_is_the_file_loaded() {
+    // As the test above: ncclGetVersion needs no GPU, only the toolchain's library.
+    let built = env!("GINBENCH_NCCL_BUILD_LIB");
+    if built.is_empty() {
+        return;
+    }
+    let lib_dir = built.strip_suffix("/libnccl.so.2").expect("the build-time library is a libnccl.so.2");
+    for (set, unset) in [
+        // Named explicitly, with the version of the headers: taken.
+        (vec![("GINBENCH_NCCL_LIB", built)], vec![]),
+        // Named by soname: the report names the file the dynamic loader found.
+        (vec![("GINBENCH_NCCL_LIB", "libnccl.so.2"), ("LD_LIBRARY_PATH", lib_dir)], vec![]),
+        // No NCCL_HOME and nothing on the loader's path: the library beside the build's headers.
+        (vec![], vec!["NCCL_HOME", "LD_LIBRARY_PATH", "GINBENCH_NCCL_LIB"]),
+    ] {
+        let mut c = Command::new(GB);
+        c.args(["env", "--json"]).envs(set.iter().copied());
+        for k in &unset {
+            c.env_remove(k);
+        }
+        let o = c.output().expect("binary runs");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("env --json prints JSON");
+        assert_eq!(v["nccl"]["library"], v["nccl"]["header"], "{set:?} {unset:?}: {}", stderr(&o));
+        assert_eq!(v["nccl"]["path"], built, "{set:?} {unset:?}: {}", stderr(&o));
+    }
+}
+
 const EP: &str = env!("CARGO_BIN_EXE_ep_perf");
 
 #[test]

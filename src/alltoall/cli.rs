@@ -164,6 +164,10 @@ pub(crate) mod tests {
         // a later flag wins, so scripts can append overrides
         let c = cfg(&["-e", "1G", "-e", "2G"]).unwrap();
         assert_eq!(c.max_bytes, 2 << 30);
+        // -z 1 is refused only with -G: alone it blocks after every operation.
+        let c = cfg(&["-z", "1"]).unwrap();
+        assert!(c.blocking);
+        assert_eq!(c.common.graph_launches, 0);
     }
 
     #[test]

@@ -217,6 +217,17 @@ mod tests {
     }
 
     #[test]
+    fn masked_may_leave_a_single_top_k_entry() {
+        // LL's 128 tokens × top-k 8 = 1024 entries: masking 1023 leaves one (1024 is refused below).
+        assert_eq!(cfg(&["--masked", "1023", "--mode", "ll"]).unwrap().masked, 1023);
+        // The fewest tokens of the sweep bound it: 4 tokens × top-k 2 = 8 entries.
+        let c = cfg(&["--preset", "mixtral", "-b", "4", "-e", "16", "--masked", "7"]).unwrap();
+        assert_eq!((c.masked, c.tokens_for(Mode::Ht)), (7, vec![4, 8, 16]));
+        let e = cfg(&["--preset", "mixtral", "-b", "4", "-e", "16", "--masked", "8"]).unwrap_err();
+        assert!(e.to_string().contains("--masked 8 leaves none of the 8 top-k entries of 4 tokens"), "{e}");
+    }
+
+    #[test]
     fn gin_flags_reach_the_gin_impls() {
         assert_eq!(cfg(&[]).unwrap().gin, GinRequest::default());
         let c = cfg(&["-D", "nvl,hybrid", "--gin-contexts", "1"]).unwrap();

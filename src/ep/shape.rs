@@ -156,4 +156,23 @@ mod tests {
         assert!(Shape { experts: MAX_EXPERTS, ..d }.validate(1).is_ok());
         assert_eq!(d.local_experts(4), 64);
     }
+
+    #[test]
+    fn the_limits_themselves_are_accepted() {
+        let d = preset("deepseek-v3").unwrap();
+        assert!(Shape { hidden: MAX_HIDDEN, ..d }.validate(4).is_ok());
+        let e = Shape { hidden: MAX_HIDDEN + FP8_GROUP, ..d }.validate(4).unwrap_err();
+        assert!(e.msg.contains("--hidden 65664 exceeds 65536"), "{e}");
+        assert!(Shape { topk: MAX_TOPK, ..d }.validate(4).is_ok());
+        assert!(Shape { topk: 8, experts: 8, hidden: 128 }.validate(1).is_ok(), "top-k may equal the experts");
+        // Ranks unknown until MPI tells (0): only the rank count's own check waits for it.
+        assert!(Shape { experts: 7, topk: 2, ..d }.validate(0).is_ok());
+        assert!(Shape { hidden: 100, ..d }.validate(0).is_err());
+        assert_eq!(check_tokens(MAX_TOKENS as u64, "").unwrap(), MAX_TOKENS);
+        assert_eq!(check_tokens(1, "").unwrap(), 1);
+        for t in [0, MAX_TOKENS as u64 + 1] {
+            let e = check_tokens(t, "e.g. -b 1").unwrap_err();
+            assert!(e.msg.contains(&format!("tokens per rank {t} is not in 1..=65535")), "{e}");
+        }
+    }
 }

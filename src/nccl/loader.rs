@@ -97,10 +97,6 @@ pub fn load() -> Result<&'static Nccl> {
         return Ok(n);
     }
     let want = header_version();
-    let mismatch_fix = format!(
-        "set GINBENCH_NCCL_LIB to a libnccl.so.2 of NCCL {}, or rebuild with NCCL_HOME pointing at the NCCL you run",
-        version_string(want)
-    );
     if let Some(p) = std::env::var_os("GINBENCH_NCCL_LIB") {
         let p = p.to_string_lossy().to_string();
         let (lib, v) = open(&p).map_err(|e| {
@@ -113,7 +109,7 @@ pub fn load() -> Result<&'static Nccl> {
                     version_string(want),
                     version_string(v)
                 ),
-                mismatch_fix,
+                mismatch_fix(want),
             ));
         }
         let path = resolved_path(&lib, &p);
@@ -140,18 +136,30 @@ fn no_match(want: u32, found: &[(String, &str, u32)]) -> Error {
             "pip install nvidia-nccl-cu13 or set GINBENCH_NCCL_LIB=/path/to/libnccl.so.2",
         );
     }
-    let seen: Vec<String> =
-        found.iter().map(|(p, origin, v)| format!("{p} = NCCL {} ({origin})", version_string(*v))).collect();
+    // NCCL_HOME, the build-time NCCL and Python's are often one file: name each file once.
+    let file = |p: &str| std::fs::canonicalize(p).unwrap_or_else(|_| p.into());
+    let mut files = vec![];
+    let mut seen = vec![];
+    for (p, origin, v) in found {
+        if !files.contains(&file(p)) {
+            files.push(file(p));
+            seen.push(format!("{p} = NCCL {} ({origin})", version_string(*v)));
+        }
+    }
     Error::env(
         format!(
             "NCCL version mismatch: the kernels were compiled against NCCL {} headers; found only {}",
             version_string(want),
             seen.join("; ")
         ),
-        format!(
-            "set GINBENCH_NCCL_LIB to a libnccl.so.2 of NCCL {}, or rebuild with NCCL_HOME pointing at the NCCL you run",
-            version_string(want)
-        ),
+        mismatch_fix(want),
+    )
+}
+
+fn mismatch_fix(want: u32) -> String {
+    format!(
+        "set GINBENCH_NCCL_LIB to a libnccl.so.2 of NCCL {}, or rebuild with NCCL_HOME pointing at the NCCL you run",
+        version_string(want)
     )
 }
 
@@ -170,5 +178,37 @@ mod tests {
         assert!(e.msg.contains("/usr/lib/libnccl.so.2 = NCCL 2.28.3"), "{e}");
         assert!(e.fix.unwrap().contains("GINBENCH_NCCL_LIB"));
         assert!(no_match(22809, &[]).msg.contains("no libnccl.so.2 found"));
+    }
+
+    #[test]
+    fn a_file_found_twice_is_named_once() {
+        let dir = std::env::temp_dir().join(format!("ginbench-loader-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("lib")).unwrap();
+        let real = dir.join("lib/libnccl.so.2.28.3");
+        std::fs::write(&real, b"").unwrap();
+        let link = dir.join("lib/libnccl.so.2");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let (real, link) = (real.to_string_lossy().into_owned(), link.to_string_lossy().into_owned());
+        let e = no_match(
+            22809,
+            &[
+                (link.clone(), "NCCL_HOME", 22803),
+                (link.clone(), "build-time NCCL_HOME", 22803),
+                (real.clone(), "python nvidia.nccl", 22803),
+                ("/elsewhere/libnccl.so.2".into(), "dynamic loader search", 22807),
+            ],
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(e.msg.matches("= NCCL 2.28.3").count(), 1, "{e}");
+        assert!(e.msg.contains(&format!("{link} = NCCL 2.28.3 (NCCL_HOME)")), "{e}");
+        assert!(e.msg.contains("/elsewhere/libnccl.so.2 = NCCL 2.28.7"), "{e}");
+    }
+
+    #[test]
+    fn python_nccl_is_an_existing_library_or_none() {
+        if let Some(p) = python_nccl() {
+            assert!(p.ends_with("/lib/libnccl.so.2") && std::path::Path::new(&p).is_file(), "{p}");
+        }
     }
 }

@@ -469,6 +469,33 @@ mod tests {
     }
 
     #[test]
+    fn a_row_records_the_copy_it_measured() {
+        let s = Settings { gpus: 2, bytes: 3 << 20, iters: 4, warmup: 1, ctas: 64 };
+        let r = row(&Case { engine: Engine::Sm, pattern: Pattern::OneWay, gpus: vec![1, 0] }, &s, 2.0);
+        assert_eq!((r.size_bytes, r.count, r.dtype.as_str()), (3 << 20, 3 << 20, "u8"));
+        assert_eq!((r.placement, r.status, r.wrong), (Placement::OutOfPlace, Status::Ok, None));
+        // bw is the same per-GPU figure as busbw, defined beside it.
+        assert_eq!(r.bw_gbps, r.busbw_gbps);
+        assert!(r.bw_gbps.is_some_and(|g| g > 0.0));
+    }
+
+    #[test]
+    fn every_source_slot_has_its_own_pattern_and_slots_stay_aligned() {
+        // A copy that lands in the wrong slot is caught only if no two (source, destination)
+        // pairs share a pattern; 0 is never one.
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..MAX_GPUS {
+            for j in (0..MAX_GPUS).filter(|&j| j != i) {
+                let t = tag(i, j);
+                assert!(t != 0 && seen.insert(t), "tag({i}, {j}) = {t} is 0 or repeated");
+            }
+        }
+        for (bytes, want) in [(1, 4096), (16, 4096), (4096, 4096), (4097, 8192), (256 << 20, 256 << 20)] {
+            assert_eq!(stride(bytes), want, "{bytes} B");
+        }
+    }
+
+    #[test]
     fn table_names_the_slowest_and_fastest() {
         let s = Settings { gpus: 2, bytes: 1_000_000_000, iters: 10, warmup: 1, ctas: 128 };
         let case = |engine, gpus: &[usize]| Case { engine, pattern: Pattern::OneWay, gpus: gpus.to_vec() };

@@ -278,6 +278,15 @@ mod tests {
     }
 
     #[test]
+    fn no_context_granted_is_recorded_as_zero() {
+        // A device communicator NCCL gave no GIN context: 0 is an answer, unlike a rank that made
+        // none (None).
+        let mut c = serde_json::json!({"gin": {"contexts": 4}});
+        record_granted(&crate::bootstrap::threads::group(1)[0], &mut c, "/gin", "gin", Some(0));
+        assert_eq!(c, serde_json::json!({"gin": {"contexts": 4, "granted": {"gin": 0}}}));
+    }
+
+    #[test]
     fn granted_contexts_are_the_fewest_over_ranks_and_device_communicators() {
         let ranks = crate::bootstrap::threads::group(2);
         let configs: Vec<serde_json::Value> = std::thread::scope(|s| {

@@ -183,4 +183,48 @@ mod tests {
         let sock = Network { kind: "socket".into(), devices: vec![] };
         assert!(gin_network_hint(&sock).contains("no RDMA NIC"));
     }
+
+    #[test]
+    fn efa_by_name_or_driver_and_container_interfaces_are_not_the_network() {
+        let d = std::env::temp_dir().join(format!("ginbench-sys-efa-{}", std::process::id()));
+        // An EFA device named efa*, with no driver link to tell.
+        fs::create_dir_all(d.join("infiniband/efa0/ports/1")).unwrap();
+        // One named otherwise, whose driver is efa.
+        let other = d.join("infiniband/nic7");
+        fs::create_dir_all(other.join("device")).unwrap();
+        std::os::unix::fs::symlink("/sys/bus/pci/drivers/efa", other.join("device/driver")).unwrap();
+        for n in ["docker0", "veth1a2b", "lo", "ens5"] {
+            fs::create_dir_all(d.join("net").join(n)).unwrap();
+        }
+        let n = network_in(&d);
+        let kinds: Vec<_> = n.devices.iter().map(|x| (x.name.as_str(), x.kind.as_str())).collect();
+        let _ = fs::remove_dir_all(&d);
+        assert_eq!(kinds, vec![("efa0", "efa"), ("nic7", "efa"), ("ens5", "ethernet")]);
+        assert_eq!(n.kind, "efa");
+    }
+
+    #[test]
+    fn this_machines_network_is_named() {
+        let n = network();
+        assert!(["efa", "ib", "roce", "socket", "none"].contains(&n.kind.as_str()), "{n:?}");
+    }
+
+    #[test]
+    fn unavailable_gin_is_explained_by_the_network_too() {
+        let sock = Network { kind: "socket".into(), devices: vec![] };
+        let ib = Network { kind: "ib".into(), devices: vec![] };
+        let gin = |kind, reason: &str| Gin { kind, reason: reason.into(), nodes: 3, ..Default::default() };
+        let hint = gin_network_hint(&sock);
+        // NCCL said nothing: the network's reason.
+        assert_eq!(
+            gin_with_hint(gin(GinKind::None, ""), &sock),
+            Gin { reason: hint.clone(), ..gin(GinKind::None, "") }
+        );
+        // NCCL's reason first, then the network's.
+        let both = gin_with_hint(gin(GinKind::None, "ncclGinType not supported"), &sock);
+        assert_eq!(both.reason, format!("ncclGinType not supported; {hint}"));
+        // GIN up, or an RDMA NIC present: NCCL's answer as it was.
+        assert_eq!(gin_with_hint(gin(GinKind::Proxy, ""), &sock), gin(GinKind::Proxy, ""));
+        assert_eq!(gin_with_hint(gin(GinKind::None, "no plugin"), &ib), gin(GinKind::None, "no plugin"));
+    }
 }

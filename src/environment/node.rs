@@ -163,3 +163,75 @@ pub fn render(r: &NodeReport) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::{GinKind, NcclInfo, NetDevice, Network};
+
+    fn report(p2p: Vec<Vec<bool>>, topo: Option<&str>) -> NodeReport {
+        let gpu = |device: usize| GpuInfo {
+            device,
+            name: "NVIDIA H200".into(),
+            pci_bus_id: format!("00000000:{:02x}:00.0", 0x18 + device),
+            memory_bytes: 141 << 30,
+            ..Default::default()
+        };
+        let env = Env {
+            hosts: vec!["node1".into()],
+            gpus: vec![gpu(0), gpu(1)],
+            driver: "580.65.06".into(),
+            cuda: "13.0".into(),
+            nccl: NcclInfo { header: 22809, library: 22809, path: "/opt/nccl/lib/libnccl.so.2".into() },
+            gin: Gin { kind: GinKind::None, reason: "no RDMA NIC".into(), ..Default::default() },
+            network: Network {
+                kind: "ib".into(),
+                devices: vec![
+                    NetDevice { name: "mlx5_0".into(), kind: "ib".into(), detail: "400 Gb/sec (4X NDR)".into() },
+                    NetDevice { name: "eth0".into(), kind: "ethernet".into(), detail: String::new() },
+                ],
+            },
+            vars: [("NCCL_DEBUG".to_string(), "WARN".to_string())].into(),
+            ..Default::default()
+        };
+        NodeReport { env, problems: vec!["GPU 1: busy".into()], p2p, topo: topo.map(String::from) }
+    }
+
+    #[test]
+    fn the_report_names_what_the_node_offers() {
+        let partial = vec![vec![true, false], vec![true, true]];
+        let text = render(&report(partial, Some("\tGPU0\tGPU1\nGPU0\t X \tNV18\n\n  \nGPU1\tNV18\t X \n")));
+        assert_eq!(
+            text,
+            "host          node1\n\
+             nccl          headers 2.28.9 (compiled in), library 2.28.9 (/opt/nccl/lib/libnccl.so.2)\n\
+             cuda driver   580.65.06 (CUDA 13.0)\n\
+             gpus          2\n\
+             \x20 [0] NVIDIA H200 00000000:18:00.0 141 GiB\n\
+             \x20 [1] NVIDIA H200 00000000:19:00.0 141 GiB\n\
+             topology      peer access: partial\n\
+             \x20 GPU0: Y.\n\
+             \x20 GPU1: YY\n\
+             nvidia-smi topo -m:\n\
+             \x20 \tGPU0\tGPU1\n\
+             \x20 GPU0\t X \tNV18\n\
+             \x20 GPU1\tNV18\t X \n\
+             network       ib\n\
+             \x20 mlx5_0 (ib, 400 Gb/sec (4X NDR))\n\
+             \x20 eth0 (ethernet)\n\
+             gin           none: no RDMA NIC\n\
+             variables\n\
+             \x20 NCCL_DEBUG=WARN\n\
+             problem       GPU 1: busy\n"
+        );
+    }
+
+    #[test]
+    fn full_peer_access_is_one_line_and_no_gpus_no_topology() {
+        let text = render(&report(vec![vec![true; 2]; 2], None));
+        assert!(text.contains("topology      peer access: all 2 GPUs reach each other (LSA possible)\n"), "{text}");
+        assert!(!text.contains("GPU0:") && !text.contains("nvidia-smi"), "{text}");
+        let text = render(&report(vec![], None));
+        assert!(!text.contains("topology"), "{text}");
+    }
+}

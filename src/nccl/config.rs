@@ -156,6 +156,14 @@ mod tests {
     }
 
     #[test]
+    fn a_fixed_cta_count_is_min_equal_to_max() {
+        let k = CommConfig { min_ctas: Some(16), max_ctas: Some(16), ..Default::default() };
+        assert!(k.validate("--dp").is_ok());
+        let k = CommConfig { min_ctas: Some(MAX_CTAS), max_ctas: Some(MAX_CTAS), ..Default::default() };
+        assert!(k.validate("--dp").is_ok());
+    }
+
+    #[test]
     fn bad_knobs_are_usage_errors() {
         for (k, needle) in [
             (CommConfig { max_ctas: Some(0), ..Default::default() }, "--dp-max-ctas 0"),

@@ -70,6 +70,8 @@ fn bad_input_is_one_line_and_exit_6() {
         assert!(e.starts_with("alltoall_perf: error: "), "{args:?}: {e}");
         assert_eq!(e.trim_end().lines().count(), 1, "{args:?}: {e}");
         assert!(!e.contains("panicked"), "{args:?}: {e}");
+        // clap's message only: its usage block and "For more information" stay out of the line.
+        assert!(!e.contains("Usage:") && !e.contains("For more information"), "{args:?}: {e}");
     }
 }
 
@@ -309,6 +311,9 @@ fn ceiling_checks_its_command_line_before_any_gpu() {
         (vec!["ceiling", "-g", "-1"], "--ngpus"),
         (vec!["ceiling", "-V", "0"], "--ctas"),
         (vec!["ceiling", "-J", "c.json/"], "names a folder"),
+        // The size bound: 64 GiB is allowed (the error is then the -J path's), a byte more is not.
+        (vec!["ceiling", "-b", "64G", "-J", "/nonexistent/dir/c.json"], "-J /nonexistent/dir/c.json"),
+        (vec!["ceiling", "-b", "68719476737"], "-b 68719476737: a copy must be 1 B to 64 GiB"),
     ] {
         let o = run(GB, &args, &[]);
         let e = stderr(&o);
@@ -320,6 +325,53 @@ fn ceiling_checks_its_command_line_before_any_gpu() {
         let o = run(GB, &["ceiling"], &[]);
         assert_eq!(o.status.code(), Some(8), "{}", stderr(&o));
     }
+}
+
+#[test]
+fn ceiling_needs_two_visible_gpus_and_takes_no_more_than_are_visible() {
+    if no_gpu() {
+        return; // the GPU count is only read where there is a driver
+    }
+    // One GPU visible, however many the host has: what the ceiling refuses, and why (exit 8).
+    for (args, needle) in [
+        (&["ceiling"][..], "the ceiling needs 2 or more GPUs: 1 asked, 1 visible"),
+        (&["ceiling", "-g", "2"][..], "the ceiling needs 2 or more GPUs: 2 asked, 1 visible"),
+        (&["ceiling", "-g", "8"][..], "the ceiling needs 2 or more GPUs: 8 asked, 1 visible"),
+    ] {
+        let o = run(GB, args, &[("CUDA_VISIBLE_DEVICES", "0")]);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(8), "{args:?}: {e}");
+        assert!(e.starts_with("ginbench: error: ") && e.contains(needle), "{args:?}: {e}");
+        assert!(o.stdout.is_empty(), "{args:?}: nothing measured");
+    }
+}
+
+#[test]
+fn env_records_the_variables_that_steer_nccl_and_nothing_else() {
+    // No GPU visible whatever the host, so this is quick everywhere (and exit 8).
+    let set = [
+        ("NCCL_DEBUG", "WARN"),
+        ("FI_PROVIDER", "efa"),
+        ("GINBENCH_TEST_MARK", "1"),
+        ("CUDA_VISIBLE_DEVICES", ""),
+        ("OFI_NCCL_PROTOCOL", "RDMA"),
+        ("XNCCL_NOT_NCCLS", "1"),
+    ];
+    let o = run(GB, &["env", "--json"], &set);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("env --json prints JSON");
+    let vars = v["vars"].as_object().expect("env.vars is an object");
+    for (k, value) in &set[..5] {
+        assert_eq!(vars.get(*k).and_then(|x| x.as_str()), Some(*value), "{k}: {vars:?}");
+    }
+    for k in vars.keys() {
+        assert!(
+            ["NCCL_", "FI_", "GINBENCH_"].iter().any(|p| k.starts_with(p))
+                || ["CUDA_VISIBLE_DEVICES", "OFI_NCCL_PROTOCOL"].contains(&k.as_str()),
+            "{k} recorded: {vars:?}"
+        );
+    }
+    // GIN as this process sees it: NCCL's own backend, one node.
+    assert_eq!((&v["gin"]["backend"], &v["gin"]["nodes"]), (&"nccl".into(), &1.into()), "{}", v["gin"]);
 }
 
 /// Runs `bin args` with its stdout going into a pipe whose reader is already gone.

@@ -502,6 +502,31 @@ fn loader_accepts_a_byte_order_mark() {
 }
 
 #[test]
+fn a_results_file_over_1_gib_is_refused_before_it_is_parsed() {
+    let dir = std::env::temp_dir().join(format!("ginbench-compare-big-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.json");
+    json::write(&good, &run(vec![row("nvl", 1 << 30, 100.0, 101.0, 0)])).unwrap();
+    // Sparse files of NUL bytes: no disk space, and never valid JSON.
+    let big = dir.join("big.json");
+    let file = std::fs::File::create(&big).unwrap();
+    let compare_with = |len: u64| {
+        file.set_len(len).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_ginbench")).arg("compare").args([&good, &big]).output().unwrap();
+        let e = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!((o.status.code(), e.trim_end().lines().count()), (Some(2), 1), "{len} B: {e}");
+        e
+    };
+    // One byte over the limit: refused for its size.
+    let e = compare_with((1 << 30) + 1);
+    assert!(e.contains("big.json: over the 1 GiB a results file may have"), "{e}");
+    // At the limit: read, and refused for what it holds.
+    let e = compare_with(1 << 30);
+    assert!(e.contains("big.json: not JSON") && !e.contains("over the 1 GiB"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn no_subcommand_is_a_usage_error() {
     let o = Command::new(env!("CARGO_BIN_EXE_ginbench")).output().unwrap();
     assert_eq!(o.status.code(), Some(6));

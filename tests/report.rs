@@ -92,6 +92,23 @@ fn two_clusters_side_by_side() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    // A --label for every run names each; one more than the runs is bad input.
+    let labeled = |labels: &[&str]| {
+        let mut c = std::process::Command::new(gb);
+        c.args(["report", p.to_str().unwrap(), "-o", dir.to_str().unwrap()]);
+        for l in labels {
+            c.args(["--label", l]);
+        }
+        c.output().unwrap()
+    };
+    let o = labeled(&["cluster-a"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("cluster-a busbw"), "{md}");
+    let o = labeled(&["cluster-a", "cluster-b"]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("2 --label given for 1 runs (one per run, in order)"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

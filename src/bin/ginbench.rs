@@ -109,18 +109,23 @@ fn load(path: &Path) -> Result<ginbench::results::Run, String> {
     use std::io::Read;
     const MAX_BYTES: u64 = 1 << 30;
     let shown = path.display();
-    if std::fs::metadata(path).is_ok_and(|m| {
+    let too_big = || format!("{shown}: over the 1 GiB a results file may have");
+    if let Ok(m) = std::fs::metadata(path) {
         use std::os::unix::fs::FileTypeExt;
-        m.file_type().is_char_device() || m.file_type().is_block_device()
-    }) {
-        return Err(format!("{shown}: a device, not a results file"));
+        if m.file_type().is_char_device() || m.file_type().is_block_device() {
+            return Err(format!("{shown}: a device, not a results file"));
+        }
+        // A regular file is measured before it is read; a pipe only by what it delivers.
+        if m.len() > MAX_BYTES {
+            return Err(too_big());
+        }
     }
     let mut text = String::new();
     std::fs::File::open(path)
         .and_then(|f| f.take(MAX_BYTES + 1).read_to_string(&mut text))
         .map_err(|e| format!("{shown}: {e}"))?;
     if text.len() as u64 > MAX_BYTES {
-        return Err(format!("{shown}: over the 1 GiB a results file may have"));
+        return Err(too_big());
     }
     let run = json::parse(&text).map_err(|e| format!("{shown}: {e}"))?;
     compare::check_values(&run).map_err(|e| format!("{shown}: {e}"))?;

@@ -1,6 +1,7 @@
 //! The GPU scripts (`ci/gpu-*`, `ci/alltoall-node`) cannot run their benchmarks here, but they must
 //! parse, refuse bad usage before they look for a GPU, and stop with one line on a node without
 //! one, never start a benchmark; on a fake one-GPU node, `ci/gpu-regression` shows what it runs.
+//! `ci/sanitize-plugin` (CPU, run by `ci/test`) answers usage the same way.
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -33,7 +34,7 @@ fn gpu_scripts_parse() {
 #[test]
 fn help_and_bad_usage_come_before_the_gpu_search() {
     let (dir, path) = no_gpu_path("usage");
-    for (name, bad_exit) in [("gpu-test", 6), ("gpu-bench", 6), ("gpu-regression", 2)] {
+    for (name, bad_exit) in [("gpu-test", 6), ("gpu-bench", 6), ("gpu-regression", 2), ("sanitize-plugin", 6)] {
         let o = script(name, &["--help"], &path);
         assert_eq!(o.status.code(), Some(0), "{name}");
         assert!(String::from_utf8_lossy(&o.stdout).starts_with(&format!("usage: ci/{name}")), "{name}");

@@ -141,8 +141,9 @@ fn no_match(want: u32, found: &[(String, &str, u32)]) -> Error {
     let mut files = vec![];
     let mut seen = vec![];
     for (p, origin, v) in found {
-        if !files.contains(&file(p)) {
-            files.push(file(p));
+        let f = file(p);
+        if !files.contains(&f) {
+            files.push(f);
             seen.push(format!("{p} = NCCL {} ({origin})", version_string(*v)));
         }
     }

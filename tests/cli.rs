@@ -93,6 +93,60 @@ fn under_an_mpi_launcher_its_world_is_checked_before_any_gpu() {
 }
 
 #[test]
+fn every_mpi_launcher_is_recognised_and_a_one_task_slurm_step_is_not() {
+    const LAUNCHER_VARS: [&str; 9] = [
+        "OMPI_COMM_WORLD_SIZE",
+        "OMPI_COMM_WORLD_RANK",
+        "PMIX_RANK",
+        "PMIX_SIZE",
+        "PMI_RANK",
+        "PMI_SIZE",
+        "MPI_LOCALNRANKS",
+        "SLURM_NTASKS",
+        "SLURM_PROCID",
+    ];
+    // Both answers come before any GPU: under a launcher `-g 2` is refused; as one process the
+    // two thread-ranks are what --emulate-nodes 3 fails to divide.
+    let args = ["-g", "2", "-D", "gin-emu", "-R", "2", "--emulate-nodes", "3"];
+    let error_under = |env: &[(&str, &str)]| {
+        let mut c = Command::new(A2A);
+        c.args(args);
+        for v in LAUNCHER_VARS {
+            c.env_remove(v);
+        }
+        c.envs(env.iter().copied());
+        let o = c.output().expect("binary runs");
+        assert_eq!(o.status.code(), Some(6), "{env:?}: {}", stderr(&o));
+        stderr(&o)
+    };
+    const LAUNCHED: &str = "under mpirun / srun each process is one rank";
+    const ONE_PROCESS: &str = "--emulate-nodes 3 does not divide 2";
+    // PMIx (Open MPI 5, srun --mpi=pmix), PMI-1/2 (MPICH, Intel MPI, srun --mpi=pmi2), MVAPICH,
+    // and a Slurm step of several tasks.
+    for env in [
+        &[("PMIX_RANK", "0")][..],
+        &[("PMI_RANK", "0")],
+        &[("PMI_SIZE", "2")],
+        &[("MPI_LOCALNRANKS", "2")],
+        &[("SLURM_NTASKS", "2"), ("SLURM_PROCID", "0")],
+    ] {
+        let e = error_under(env);
+        assert!(e.contains(LAUNCHED), "{env:?}: {e}");
+    }
+    // A batch script's own shell, or a one-task step, is one process that runs its ranks as threads.
+    for env in [
+        &[][..],
+        &[("SLURM_NTASKS", "1"), ("SLURM_PROCID", "0")],
+        &[("SLURM_NTASKS", "2")],
+        &[("SLURM_PROCID", "0")],
+        &[("SLURM_NTASKS", "many"), ("SLURM_PROCID", "0")],
+    ] {
+        let e = error_under(env);
+        assert!(e.contains(ONE_PROCESS), "{env:?}: {e}");
+    }
+}
+
+#[test]
 fn arguments_that_are_not_utf8_are_refused_not_a_panic() {
     use std::os::unix::ffi::OsStrExt;
     let bad = std::ffi::OsStr::from_bytes(b"x\xff.json");

@@ -1,8 +1,8 @@
-//! The MPI bootstrap with two real processes (no GPU needed): `mpirun -np 2 ginbench mpi-check`.
+//! The MPI bootstrap with real processes (no GPU needed): `mpirun -np 2 ginbench mpi-check`, and -np 1.
 use std::process::Command;
 
 #[test]
-fn two_process_mpi_bootstrap() {
+fn mpi_bootstrap_with_two_processes_and_one() {
     let mpirun = std::env::var("MPICC")
         .ok()
         .and_then(|c| std::path::Path::new(&c).parent().map(|d| d.join("mpirun")))
@@ -13,17 +13,23 @@ fn two_process_mpi_bootstrap() {
         assert!(std::env::var_os("GINBENCH_REQUIRE_MPI").is_none(), "mpirun not found but GINBENCH_REQUIRE_MPI is set");
         return;
     };
-    let mut cmd = Command::new(&mpirun);
-    if String::from_utf8_lossy(&version.stdout).contains("Open MPI") {
-        cmd.args(["--allow-run-as-root", "--oversubscribe"]);
+    let open_mpi = String::from_utf8_lossy(&version.stdout).contains("Open MPI");
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    // One process is a world too (MPI_Init of a single rank).
+    for np in [2, 1] {
+        let mut cmd = Command::new(&mpirun);
+        if open_mpi {
+            cmd.args(["--allow-run-as-root", "--oversubscribe"]);
+        }
+        let out = cmd.args(["-np", &np.to_string(), env!("CARGO_BIN_EXE_ginbench"), "mpi-check"]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+        for r in 0..np {
+            let line = format!("rank {r} of {np} on {} (local rank {r}): allgather, broadcast, reduce ok", host.trim());
+            assert!(text.contains(&line), "{line}\n{text}");
+        }
+        assert_eq!(text.lines().count(), np, "{text}");
     }
-    let out = cmd.args(["-np", "2", env!("CARGO_BIN_EXE_ginbench"), "mpi-check"]).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
-    for r in 0..2 {
-        assert!(text.contains(&format!("rank {r} of 2")), "{text}");
-    }
-    assert_eq!(text.matches("allgather, broadcast, reduce ok").count(), 2, "{text}");
 }
 
 /// The README's MPI check as a newcomer types it, from a shell whose PATH has no toolchain in it:

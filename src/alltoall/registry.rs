@@ -213,6 +213,10 @@ mod tests {
         assert_eq!(resolve("all").unwrap().len(), IMPLS.len());
         assert_eq!(resolve("0,host").unwrap().len(), 1);
         assert!(resolve(",").unwrap_err().msg.contains("empty item in the implementation list"));
-        assert!(resolve("nope").is_err());
+        let unknown = resolve("nope").unwrap_err();
+        assert_eq!(unknown.msg, "unknown implementation 'nope'");
+        let fix = unknown.fix.unwrap();
+        assert!(fix.starts_with("use -D all or one of 0 host, 1 nvl-simple, 2 nvl, 3 gin, 4 hybrid, "), "{fix}");
+        assert!(fix.ends_with(", 11 nvl-ll128, 6 auto"), "{fix}");
     }
 }

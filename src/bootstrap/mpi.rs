@@ -203,3 +203,22 @@ impl Bootstrap for MpiRank {
         self.check("MPI_Barrier", unsafe { (self.shim.barrier)() });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// MPI's own words for a failed call, read before MPI_Init (valid error classes may be named
+    /// then; Open MPI aborts on an invalid one, so only a real class is asked for).
+    #[test]
+    fn a_failed_call_is_named_in_mpis_own_words() {
+        let shim = match super::load() {
+            Ok(shim) => shim,
+            Err(e) => {
+                assert!(std::env::var_os("GINBENCH_REQUIRE_MPI").is_none(), "{}", e.msg);
+                return;
+            }
+        };
+        const MPI_ERR_COMM: i32 = 5; // the same in Open MPI and MPICH
+        let text = shim.error_text(MPI_ERR_COMM);
+        assert!(text.to_lowercase().contains("invalid communicator"), "{text}");
+    }
+}

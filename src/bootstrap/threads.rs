@@ -46,6 +46,7 @@ mod tests {
             .map(|b| {
                 std::thread::spawn(move || {
                     let r = b.rank() as u8;
+                    assert_eq!(b.size(), 4);
                     let all = b.allgather(&[r, r]);
                     assert_eq!(all, (0..4u8).map(|i| vec![i, i]).collect::<Vec<_>>());
                     for round in 0..50u8 {
@@ -59,5 +60,26 @@ mod tests {
             .collect();
         let locals: Vec<usize> = handles.into_iter().map(|h| h.join().unwrap()).collect();
         assert_eq!(locals, vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn nobody_leaves_a_barrier_before_everyone_reached_it() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let arrived = Arc::new(AtomicUsize::new(0));
+        let handles: Vec<_> = group(4)
+            .into_iter()
+            .map(|b| {
+                let arrived = arrived.clone();
+                std::thread::spawn(move || {
+                    // Arrive in turn, rank 3 last, well apart.
+                    std::thread::sleep(std::time::Duration::from_millis(30 * b.rank() as u64));
+                    arrived.fetch_add(1, Ordering::SeqCst);
+                    b.barrier();
+                    arrived.load(Ordering::SeqCst)
+                })
+            })
+            .collect();
+        let seen: Vec<usize> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(seen, vec![4; 4]);
     }
 }

@@ -24,7 +24,12 @@ pub fn header_version() -> u32 {
 pub use crate::results::version_string;
 
 pub(super) fn get() -> &'static Nccl {
-    NCCL.get().expect("nccl::load() must succeed before NCCL is used")
+    loaded().expect("nccl::load() must succeed before NCCL is used")
+}
+
+/// The library, if [`load`] has succeeded.
+pub(super) fn loaded() -> Option<&'static Nccl> {
+    NCCL.get()
 }
 
 fn candidates() -> Vec<(String, &'static str)> {

@@ -99,12 +99,15 @@ static LIVE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
 /// Abort every live communicator (the watchdog calls this; blocked NCCL calls then return).
 pub fn abort_all() {
-    let nccl = lib();
+    // Taken before the flag, which parks every later `lib()`. None when the limit passed before
+    // NCCL was loaded (a slow or stuck start): then no communicator exists to abort.
+    let nccl = loader::loaded();
     ABORTING.store(true, Ordering::Release);
+    let Some(nccl) = nccl else { return };
     let comms: Vec<usize> = LIVE.lock().map(|v| v.clone()).unwrap_or_default();
     for c in comms {
         unsafe {
-            let _ = nccl.ncclCommAbort(c as ffi::ncclComm_t);
+            let _ = nccl.lib.ncclCommAbort(c as ffi::ncclComm_t);
         }
     }
 }

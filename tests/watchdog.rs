@@ -2,7 +2,7 @@
 //! ends with exit 4 and one line, even before NCCL was ever loaded (a rank stuck in its launch);
 //! one that reports progress runs on. Each case runs in a child process (this test binary again),
 //! since the watchdog ends the process it watches.
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
 const CHILD: &str = "GINBENCH_WATCHDOG_TEST_CHILD";
@@ -23,19 +23,21 @@ fn child(mode: &str) -> ! {
     std::process::exit(0)
 }
 
-fn run_child(test: &str, mode: &str) -> Output {
+/// In the child (this test binary again, running `test` alone): [`child`], which never returns.
+/// Here: run that child in `mode`; its exit code and stderr.
+fn watched(test: &str, mode: &str) -> (Option<i32>, String) {
+    if let Ok(mode) = std::env::var(CHILD) {
+        child(&mode);
+    }
     let me = std::env::current_exe().expect("the test binary");
-    Command::new(me).args([test, "--exact", "--nocapture"]).env(CHILD, mode).output().expect("child runs")
+    let o = Command::new(me).args([test, "--exact", "--nocapture"]).env(CHILD, mode).output().expect("child runs");
+    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
 
 #[test]
 fn no_progress_within_the_limit_is_exit_4_and_one_line() {
-    if let Ok(mode) = std::env::var(CHILD) {
-        child(&mode);
-    }
-    let o = run_child("no_progress_within_the_limit_is_exit_4_and_one_line", "stalls");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(4), "{err}");
+    let (code, err) = watched("no_progress_within_the_limit_is_exit_4_and_one_line", "stalls");
+    assert_eq!(code, Some(4), "{err}");
     assert_eq!(
         err,
         "watchdog_test: error: timeout: no progress for 1 s; aborting NCCL communicators \
@@ -45,11 +47,7 @@ fn no_progress_within_the_limit_is_exit_4_and_one_line() {
 
 #[test]
 fn progress_keeps_the_watchdog_quiet() {
-    if let Ok(mode) = std::env::var(CHILD) {
-        child(&mode);
-    }
-    let o = run_child("progress_keeps_the_watchdog_quiet", "beats");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{err}");
+    let (code, err) = watched("progress_keeps_the_watchdog_quiet", "beats");
+    assert_eq!(code, Some(0), "{err}");
     assert_eq!(err, "");
 }

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <vector>
 
+#include "forever.h"
 #include "log.h"
 
 namespace gbl {
@@ -88,7 +89,7 @@ void loadOnce() {
 }
 
 std::mutex gCtxMutex;
-std::vector<Context> gPrimary;  // by device ordinal
+Forever<std::vector<Context>> gPrimary;  // by device ordinal
 
 }  // namespace
 
@@ -125,17 +126,17 @@ Result primaryContext(int device, Context* out) {
   if (Result r = load(&api); r != kSuccess) return r;
   std::lock_guard<std::mutex> lock(gCtxMutex);
   if (device < 0) return fail(kInternalError, "no CUDA device for a device-memory operation");
-  if (static_cast<size_t>(device) >= gPrimary.size()) gPrimary.resize(device + 1, nullptr);
-  if (gPrimary[device] == nullptr) {
+  if (static_cast<size_t>(device) >= gPrimary->size()) gPrimary->resize(device + 1, nullptr);
+  if ((*gPrimary)[device] == nullptr) {
     Device dev = 0;
     if (Result r = check(api->deviceGet(&dev, device), "cuDeviceGet"); r != kSuccess) return r;
     Context ctx = nullptr;
     // Retained for the life of the process: NCCL's own contexts are the primary ones, and a
     // release here could tear down a context the application still uses.
     if (Result r = check(api->primaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain"); r != kSuccess) return r;
-    gPrimary[device] = ctx;
+    (*gPrimary)[device] = ctx;
   }
-  *out = gPrimary[device];
+  *out = (*gPrimary)[device];
   return kSuccess;
 }
 

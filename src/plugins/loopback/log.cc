@@ -4,6 +4,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <strings.h>
 #include <string>
 
@@ -31,8 +32,14 @@ constexpr int kStderrWarnings = 10;
 std::atomic<int> gStderrWarnings{0};
 // Per thread: the warning of this thread's last failing call (ranks run on their own threads).
 thread_local std::string tLast;
+// Set once exit() has begun. NCCL's proxy thread may still call in while CUDA tears down under
+// it (a benchmark exiting on its watchdog with communicators live); what fails then is the
+// process going away, not news for its user, whose last line should be the reason it exits.
+std::atomic<bool> gExiting{false};
 
 void emit(int level, const char* fmt, va_list ap) {
+  // First: the exiting thread's tLast may already be destroyed.
+  if (gExiting.load(std::memory_order_relaxed)) return;
   char msg[1024];
   vsnprintf(msg, sizeof msg, fmt, ap);
   if (level == kLogWarn) tLast = msg;
@@ -54,6 +61,10 @@ void emit(int level, const char* fmt, va_list ap) {
 
 void setLogger(DebugLogger logger) {
   if (logger != nullptr) gLogger.store(logger, std::memory_order_release);
+  // Registered at the first init, after CUDA and NCCL registered theirs, so it runs before they
+  // tear down (exit handlers run in reverse order).
+  static std::once_flag once;
+  std::call_once(once, [] { atexit([] { gExiting.store(true, std::memory_order_relaxed); }); });
 }
 
 void warn(const char* fmt, ...) {

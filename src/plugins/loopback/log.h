@@ -1,5 +1,6 @@
 // One-line diagnostics prefixed "ginbench-loopback:", through the logger NCCL hands to init()
-// (so NCCL_DEBUG / NCCL_DEBUG_FILE apply), or on stderr before any init.
+// (so NCCL_DEBUG / NCCL_DEBUG_FILE apply), or on stderr before any init; nothing once the
+// process has begun to exit.
 #pragma once
 
 #include "abi_common.h"

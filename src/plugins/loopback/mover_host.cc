@@ -3,6 +3,7 @@
 // the calling thread is the visibility order, which is what GIN's ordering rules ask for.
 #include <cstring>
 
+#include "forever.h"
 #include "mover.h"
 
 namespace gbl {
@@ -52,8 +53,8 @@ class HostMover final : public Mover {
 }  // namespace
 
 Mover& hostMover() {
-  static HostMover mover;
-  return mover;
+  static Forever<HostMover> mover;
+  return *mover;
 }
 
 }  // namespace gbl

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "engine.h"
+#include "forever.h"
 #include "internal.h"
 #include "log.h"
 #include "objects.h"
@@ -21,15 +22,15 @@ namespace {
 
 constexpr char kWireMagic[8] = "GBLOOP1";
 
-std::shared_mutex gLiveMutex;
-std::unordered_map<void*, Kind> gLive;
+Forever<std::shared_mutex> gLiveMutex;
+Forever<std::unordered_map<void*, Kind>> gLive;
 
 std::atomic<TraceHook> gTraceHook{nullptr};
 std::atomic<void*> gTraceUser{nullptr};
 
 std::mutex gGroupsMutex;
-std::unordered_map<uint64_t, Group*> gGroups;
-std::unordered_map<int, uint64_t> gConnectsByRank;  // seeds chaos per (rank, n-th connection)
+Forever<std::unordered_map<uint64_t, Group*>> gGroups;
+Forever<std::unordered_map<int, uint64_t>> gConnectsByRank;  // seeds chaos per (rank, n-th connection)
 
 std::atomic<uint64_t> gNextListenId{1};
 
@@ -41,20 +42,20 @@ uint64_t mix(uint64_t a, uint64_t b) {
 }  // namespace
 
 void track(void* p, Kind kind) {
-  std::unique_lock<std::shared_mutex> lock(gLiveMutex);
-  gLive[p] = kind;
+  std::unique_lock<std::shared_mutex> lock(*gLiveMutex);
+  (*gLive)[p] = kind;
 }
 
 void untrack(void* p) {
-  std::unique_lock<std::shared_mutex> lock(gLiveMutex);
-  gLive.erase(p);
+  std::unique_lock<std::shared_mutex> lock(*gLiveMutex);
+  gLive->erase(p);
 }
 
 bool isLive(void* p, Kind kind) {
   if (p == nullptr) return false;
-  std::shared_lock<std::shared_mutex> lock(gLiveMutex);
-  auto it = gLive.find(p);
-  return it != gLive.end() && it->second == kind;
+  std::shared_lock<std::shared_mutex> lock(*gLiveMutex);
+  auto it = gLive->find(p);
+  return it != gLive->end() && it->second == kind;
 }
 
 void setTraceHook(TraceHook hook, void* user) {
@@ -140,7 +141,7 @@ Result connect(void* handles[], int nranks, int rank, void* listenComm, int nCon
   // The group's name, the same in every process: rank 0's listen.
   const uint64_t key = mix(first.processNonce, first.listenId);
   std::unique_lock<std::mutex> lock(gGroupsMutex);
-  Group*& g = gGroups[key];
+  Group*& g = (*gGroups)[key];
   if (g == nullptr) {
     g = new Group;
     g->key = key;
@@ -163,7 +164,7 @@ Result connect(void* handles[], int nranks, int rank, void* listenComm, int nCon
     g->joined++;
   }
   c->group = g;
-  c->rng = Rng(mix(mix(c->config.chaosSeed, static_cast<uint64_t>(rank)), gConnectsByRank[rank]++));
+  c->rng = Rng(mix(mix(c->config.chaosSeed, static_cast<uint64_t>(rank)), (*gConnectsByRank)[rank]++));
   lock.unlock();
   // From here a failure must take the rank out of the group again.
   Result r = nContexts > 0 ? setContexts(*c, nContexts) : kSuccess;
@@ -363,7 +364,7 @@ Result leaveGroup(CollComm& c) {
     g->members[c.rank] = nullptr;
     g->closing = true;
     if (--g->joined > 0) return kSuccess;
-    gGroups.erase(g->key);
+    gGroups->erase(g->key);
   }
   // Signal writes of every rank went through the group's domains: let them land before the
   // streams go away.

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "forever.h"
 #include "internal.h"
 #include "log.h"
 
@@ -28,9 +29,9 @@ ChannelMsg message(const CollComm& c, int to, ChannelMsg::Type type) {
 // One line per dead peer process, however many connections (contexts) notice it.
 bool firstReportOf(int pid) {
   static std::mutex mutex;
-  static std::set<int> reported;
+  static Forever<std::set<int>> reported;
   std::lock_guard<std::mutex> lock(mutex);
-  return reported.insert(pid).second;
+  return reported->insert(pid).second;
 }
 
 Result peerDied(CollComm& c, Channel& ch) {

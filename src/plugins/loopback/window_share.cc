@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cuda_api.h"
+#include "forever.h"
 #include "log.h"
 
 namespace gbl {
@@ -19,14 +20,14 @@ struct SharedHost {
   int fd;
 };
 std::mutex gSharedMutex;
-std::vector<SharedHost> gShared;
+Forever<std::vector<SharedHost>> gShared;
 
 cu::DevicePtr dptr(const void* p) { return static_cast<cu::DevicePtr>(reinterpret_cast<uintptr_t>(p)); }
 
 Result exportHost(void* data, size_t size, WindowExport* out) {
   std::lock_guard<std::mutex> lock(gSharedMutex);
   char* p = static_cast<char*>(data);
-  for (const SharedHost& s : gShared) {
+  for (const SharedHost& s : *gShared) {
     if (p >= s.base && p + size <= s.base + s.size) {
       out->fd = fcntl(s.fd, F_DUPFD_CLOEXEC, 0);
       if (out->fd < 0) return fail(kSystemError, "regMrSym: cannot duplicate a shared window's descriptor");
@@ -74,7 +75,7 @@ Result exportDevice(void* data, int device, WindowExport* out) {
 
 void shareHostWindowForTests(void* base, size_t size, int fd) {
   std::lock_guard<std::mutex> lock(gSharedMutex);
-  gShared.push_back(SharedHost{static_cast<char*>(base), size, fcntl(fd, F_DUPFD_CLOEXEC, 0)});
+  gShared->push_back(SharedHost{static_cast<char*>(base), size, fcntl(fd, F_DUPFD_CLOEXEC, 0)});
 }
 
 Result exportWindow(void* data, size_t size, int type, int device, WindowExport* out) {

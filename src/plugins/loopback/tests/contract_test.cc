@@ -935,6 +935,7 @@ void caseMultiProcessV14();
 void caseMultiProcessChaos();
 void caseMultiProcessBroken();
 void caseMultiProcessPeerDeath();
+void caseExitWhileBusy();
 int childMain(int argc, char** argv);
 
 static const Case kCases[] = {
@@ -965,6 +966,7 @@ static const Case kCases[] = {
     {"processes_chaos", caseMultiProcessChaos},
     {"processes_broken_mode_is_caught", caseMultiProcessBroken},
     {"processes_peer_death", caseMultiProcessPeerDeath},
+    {"exit_while_busy", caseExitWhileBusy},
 };
 
 // Stands in for NCCL's logger: the bad-call cases provoke many warnings on purpose.

@@ -11,6 +11,7 @@
 //     turn the others' operations into errors, not a hang.
 // The test program re-executes itself (`--child ...`) for the other processes; the parent only
 // coordinates (handle allgather, barriers) over a socketpair and collects verdicts.
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -669,6 +670,59 @@ void ginVariant(const char* variant) {
   }
 }
 
+// The exit child's last exit handler (registered before any static object is built, so it runs
+// after every static destructor): the process lingers there, as one does while CUDA and NCCL
+// tear down, so the busy thread meets whatever those destructors left; and a call that fails
+// during exit (CUDA shutting down under NCCL's proxy thread) must say nothing.
+bool gLingerAtExit = false;
+__attribute__((constructor(101))) void registerLinger() {
+  atexit([] {
+    if (!gLingerAtExit) return;
+    int done = 0;
+    ncclGinPlugin_v11.test(reinterpret_cast<void*>(1), reinterpret_cast<void*>(1), &done);
+    usleep(100 * 1000);
+  });
+}
+
+// `--child <fd> exit <file>`: one rank keeps putting with a signal and testing on a thread of its
+// own while the main thread exits the process, as a benchmark does when its -T watchdog fires
+// with NCCL's GIN proxy thread still calling in. Stderr goes to <file>. Every call must keep
+// working and say nothing until the process is gone.
+int childExitWhileBusy(const char* errPath) {
+  int fd = open(errPath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0 || dup2(fd, 2) < 0) return 3;
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 1);  // else init warns (a GPU setting)
+  static const GinTableV11& G = ncclGinPlugin_v11;
+  // Host windows that outlive exit(): static storage is never freed.
+  static uint64_t sig[8];
+  static char src[4096], dst[4096];
+  void *ctx = nullptr, *listen = nullptr, *comm = nullptr, *sigH = nullptr, *srcH = nullptr, *dstH = nullptr, *gh;
+  char handle[kNetHandleMaxSize];
+  void* handles[1] = {handle};
+  if (G.init(&ctx, 1, nullptr) != kSuccess || G.listen(ctx, 0, handle, &listen) != kSuccess ||
+      G.connect(ctx, handles, 1, 0, listen, &comm) != kSuccess || G.closeListen(listen) != kSuccess ||
+      G.regMrSym(comm, sig, sizeof sig, kPtrHost, kMrFlagForceSo, &sigH, &gh) != kSuccess ||
+      G.regMrSym(comm, src, sizeof src, kPtrHost, 0, &srcH, &gh) != kSuccess ||
+      G.regMrSym(comm, dst, sizeof dst, kPtrHost, 0, &dstH, &gh) != kSuccess) {
+    return 3;
+  }
+  static std::atomic<long> ops{0};
+  std::thread([=] {
+    for (;;) {
+      void* req = nullptr;
+      int done = 0;
+      if (G.iputSignal(comm, 0, srcH, sizeof src, 0, dstH, 0, 0, sigH, 0, kSignalOpInc, &req) != kSuccess) _exit(5);
+      while (!done) {
+        if (G.test(comm, req, &done) != kSuccess) _exit(6);
+      }
+      ops++;
+    }
+  }).detach();
+  while (ops.load() < 1000) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  gLingerAtExit = true;
+  exit(0);
+}
+
 }  // namespace
 
 // ---- cases ---------------------------------------------------------------------------------
@@ -771,6 +825,32 @@ void caseMultiProcessChaos() { ginVariant("chaos"); }
 void caseMultiProcessBroken() { ginVariant("broken"); }
 void caseMultiProcessPeerDeath() { ginVariant("death"); }
 
+// A process that exits while a thread is still inside the plugin (a -T timeout exits with
+// NCCL's proxy thread live) exits cleanly and silently: no crash from the plugin's process-wide
+// state torn down under that thread, no warnings from calls made during exit. Several runs, as
+// the race lands differently each time.
+void caseExitWhileBusy() {
+  for (int run = 0; run < 10; run++) {
+    char path[] = "/tmp/ginbench-contract-exit-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp failed");
+    if (fd < 0) return;
+    close(fd);
+    Child c = spawn({"exit", path});
+    int code = reap(c, 20);
+    std::string err;
+    if (FILE* f = fopen(path, "r")) {
+      char buf[512];
+      size_t n;
+      while ((n = fread(buf, 1, sizeof buf, f)) > 0) err.append(buf, n);
+      fclose(f);
+    }
+    unlink(path);
+    CHECK(code == 0 && err.empty(), "run %d: exit code %d (-1: killed by a signal or hung), stderr: %s", run, code,
+          err.c_str());
+  }
+}
+
 // `contract_test --child <fd> net <mode>` / `--child <fd> gin <proc> <variant>`.
 int childMain(int argc, char** argv) {
   if (argc < 4) return 2;
@@ -780,6 +860,7 @@ int childMain(int argc, char** argv) {
   int code = 3;
   if (role == "net" && argc >= 5) code = childNet(coord, argv[4]);
   if (role == "gin" && argc >= 6) code = childGin(coord, atoi(argv[4]), argv[5]);
+  if (role == "exit" && argc >= 5) code = childExitWhileBusy(argv[4]);
   fflush(stdout);
   fflush(stderr);
   return code;

@@ -89,8 +89,9 @@ pub struct CommonArgs {
     /// Time reduced over ranks: 0 rank 0, 1 average, 2 minimum, 3 maximum
     #[arg(short = 'a', long = "average", default_value = "1", value_parser = numbered(Average::ALL))]
     pub average: Average,
-    /// Seconds a step (init, one measurement) may take before communicators are aborted (0 = off;
-    /// at most 604800, a week)
+    /// Seconds a step (init, one measurement) may take before communicators are aborted and the
+    /// run ends with exit 4, its results files holding the rows measured so far (0 = off; at most
+    /// 604800, a week)
     #[arg(short = 'T', long = "timeout", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=604_800))]
     pub timeout: u64,
     /// CTAs for device kernels (0 = each impl's tuned default)

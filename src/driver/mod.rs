@@ -97,7 +97,7 @@ pub fn main<B: Benchmark>(bench: B) -> Result<Exit> {
     if let Some(l) = loopback {
         crate::environment::set_gin_plugin(l);
     }
-    watchdog::start(B::PROG, c.timeout_s);
+    watchdog::start(B::PROG, c.timeout_s, output::save_unfinished);
     let local = c.local_ranks;
     harness::ranks::run(B::PROG, local, move |boot, device| run_rank(&bench, boot, device))
 }

@@ -11,6 +11,8 @@ use crate::report;
 use crate::results::{Env, Row, Run, Summary};
 use std::collections::HashSet;
 use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Mutex;
 
 pub struct Output {
     print: bool,
@@ -24,8 +26,48 @@ pub struct Output {
     json_stdout: bool,
     /// A progress line on stderr: rank 0, a terminal, not under CI, stdout not JSON.
     progress: bool,
-    json: Option<std::path::PathBuf>,
-    csv: Option<std::path::PathBuf>,
+    json: Option<PathBuf>,
+    csv: Option<PathBuf>,
+}
+
+/// Rank 0's run so far and where its results go, kept beside the `Output` for the `-T`
+/// watchdog: a run it ends still writes the rows measured before the hang ([`save_unfinished`]).
+struct Unfinished {
+    prog: &'static str,
+    run: Run,
+    rows: Vec<Row>,
+    json_stdout: bool,
+    json: Option<PathBuf>,
+    csv: Option<PathBuf>,
+}
+
+static UNFINISHED: Mutex<Option<Unfinished>> = Mutex::new(None);
+
+fn unfinished() -> std::sync::MutexGuard<'static, Option<Unfinished>> {
+    UNFINISHED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Unfinished {
+    /// The results files of a run that `error` ended: its rows so far, their summary, the
+    /// error. Returns the lines to show (or why they could not be written).
+    fn save(self, error: &str) -> std::result::Result<Vec<String>, String> {
+        let mut run = self.run;
+        let summary = Summary::of(&self.rows);
+        run.finish(self.rows, summary, Some(error.to_string()));
+        report::write_outputs(&run, self.json.as_deref(), self.csv.as_deref())
+    }
+}
+
+/// For the watchdog as it ends the process: rank 0's results files with the rows measured so
+/// far and `error`, so a sweep that hangs at its last size keeps the others (`compare` fails a
+/// run that ended in error). Nothing where no run is under way or this process is not rank 0's.
+pub fn save_unfinished(error: &str) {
+    let Some(u) = unfinished().take() else { return };
+    let (prog, json_stdout) = (u.prog, u.json_stdout);
+    match u.save(error) {
+        Ok(lines) => lines.iter().for_each(|l| report::print_text(json_stdout, l)),
+        Err(e) => crate::console::err(&format!("{prog}: error: the rows measured so far were not saved: {e}\n")),
+    }
 }
 
 /// One measurement reduced over ranks.
@@ -79,10 +121,21 @@ fn show_progress(rank0: bool, json_stdout: bool, ci: bool, stderr_is_tty: bool) 
 impl Output {
     pub fn new<B: Benchmark>(print: bool, c: &Common, env: Env, started_at: String, config: serde_json::Value) -> Self {
         let json_stdout = c.json_to_stdout();
+        let run = Run::start(B::KIND, &c.command, started_at, env, config);
+        if print {
+            *unfinished() = Some(Unfinished {
+                prog: B::PROG,
+                run: run.clone(),
+                rows: vec![],
+                json_stdout,
+                json: c.json.clone(),
+                csv: c.csv.clone(),
+            });
+        }
         Output {
             print,
             prog: B::PROG,
-            run: Run::start(B::KIND, &c.command, started_at, env, config),
+            run,
             rows: vec![],
             cycle: 0,
             reasons_shown: Default::default(),
@@ -181,6 +234,11 @@ impl Output {
             }
         }
         self.emit(&s);
+        if self.print {
+            if let Some(u) = unfinished().as_mut() {
+                u.rows.extend(rows.iter().cloned());
+            }
+        }
         self.rows.extend(rows);
     }
 
@@ -193,6 +251,7 @@ impl Output {
         if !self.print {
             return Ok(());
         }
+        unfinished().take();
         let summary = Summary::of(&self.rows);
         self.emit(&footer(&summary));
         self.run.finish(std::mem::take(&mut self.rows), summary, error.map(|e| e.to_string()));

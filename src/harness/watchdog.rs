@@ -16,8 +16,9 @@ pub fn beat() {
     LAST_BEAT_MS.store(now_ms(), Ordering::Relaxed);
 }
 
-/// Start the watchdog thread (no-op for 0 seconds).
-pub fn start(prog: &'static str, timeout_s: u64) {
+/// Start the watchdog thread (no-op for 0 seconds). When it fires, `on_timeout` gets the error
+/// (e.g. to save the results so far) while NCCL's communicators are being aborted.
+pub fn start(prog: &'static str, timeout_s: u64, on_timeout: fn(&str)) {
     if timeout_s == 0 {
         return;
     }
@@ -28,16 +29,26 @@ pub fn start(prog: &'static str, timeout_s: u64) {
         let idle = now_ms().saturating_sub(LAST_BEAT_MS.load(Ordering::Relaxed));
         if idle > limit {
             let _reporting = crate::error::exiting();
+            let error = format!("timeout: no progress for {timeout_s} s");
             crate::console::err(&format!(
-                "{prog}: error: timeout: no progress for {timeout_s} s; aborting NCCL communicators (fix: raise -T, or look for a stuck rank or GPU)\n"
+                "{prog}: error: {error}; aborting NCCL communicators (fix: raise -T, or look for a stuck rank or GPU)\n"
             ));
-            // Abort from a helper thread: if NCCL itself is stuck, exit anyway after a grace period.
-            let (done, aborted) = std::sync::mpsc::channel();
+            // Each step in a helper thread, so that the process exits after a grace period even if
+            // a file system or NCCL itself is stuck. The results first: the abort lets the stuck
+            // rank go on to fail with an NCCL error of its own.
+            let grace = Instant::now() + Duration::from_secs(5);
+            let (saved_tx, saved) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                on_timeout(&error);
+                let _ = saved_tx.send(());
+            });
+            let _ = saved.recv_timeout(Duration::from_secs(2));
+            let (aborted_tx, aborted) = std::sync::mpsc::channel();
             std::thread::spawn(move || {
                 crate::nccl::abort_all();
-                let _ = done.send(());
+                let _ = aborted_tx.send(());
             });
-            let _ = aborted.recv_timeout(Duration::from_secs(5));
+            let _ = aborted.recv_timeout(grace.saturating_duration_since(Instant::now()));
             std::process::exit(Exit::Timeout as i32);
         }
     });

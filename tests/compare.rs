@@ -812,6 +812,36 @@ fn zero_ratios_are_bad_input_and_errors_show_values_plainly() {
     assert!(e.contains("background.wrong is 7: "), "{e}");
 }
 
+/// A background runs on at least one rank, but a skipped row only says what it would have run
+/// (earlier builds wrote 0 there): a run with such a row is still a run the gate reads.
+#[test]
+fn only_a_background_that_ran_needs_its_ranks() {
+    let ran = common::interference_row(1 << 20, (100.0, 120.0), (50.0, 60.0), 0);
+    let mut skipped = not_run(Row { impl_name: "nvl-ll".into(), ..ran.clone() }, Status::Skipped, "too large");
+    (skipped.alone_us, skipped.together_us, skipped.slowdown, skipped.overlap) = (None, None, None, None);
+    skipped.background = Some(Background { ranks: 0, ..described(&ran) });
+    let run = common::interference_run(vec![ran, skipped]);
+    assert!(compare::check_values(&run).is_ok(), "{:?}", compare::check_values(&run));
+    assert!(compare::compare(&run, &run, 0.05).unwrap().passed);
+    let mut none = run.clone();
+    none.rows[0].background.as_mut().unwrap().ranks = 0;
+    let e = compare::check_values(&none).unwrap_err();
+    assert!(e.contains("background.ranks is 0: a background runs on at least one rank"), "{e}");
+}
+
+/// A row's background without its figures: what a skipped row says of it.
+fn described(r: &Row) -> Background {
+    let b = r.background.clone().unwrap();
+    Background {
+        op: b.op,
+        size_bytes: b.size_bytes,
+        count: b.count,
+        dtype: b.dtype,
+        redop: b.redop,
+        ..Default::default()
+    }
+}
+
 /// "More than the threshold" and "slower than the slowest baseline run" are strict bounds:
 /// 5/4 - 1 and 3/4 - 1 are exactly +-0.25.
 #[test]

@@ -382,7 +382,7 @@ impl Runner<'_> {
             .map(|&size| Row {
                 status: Status::Skipped,
                 reason: Some(why.into()),
-                background: Some(described(self.cfg.bg, size)),
+                background: Some(described(self.cfg.bg, size, self.bg.comm.nranks as u64)),
                 ..base.clone()
             })
             .collect();
@@ -626,24 +626,25 @@ impl Pair {
             wrong: self.fg_wrong.zip(self.bg_wrong).map(|(a, b)| a + b),
             reason: (!notes.is_empty()).then(|| notes.join("; ")),
             background: Some(results::Background {
-                ranks: self.ranks,
                 alone_us: Some(self.bg_alone),
                 together_us: bg_together,
                 slowdown: bg_together.map(|t| t / self.bg_alone),
                 busbw_alone_gbps: Some(busbw(self.bg_alone)),
                 busbw_together_gbps: bg_together.map(busbw),
                 wrong: self.bg_wrong,
-                ..described(op, self.size)
+                ..described(op, self.size, self.ranks)
             }),
             ..fg
         }
     }
 }
 
-/// What a row says of its background before any figure.
-fn described(op: BgOp, size: u64) -> results::Background {
+/// What a row says of its background before any figure (a skipped row too: the communicator it
+/// would have run on).
+fn described(op: BgOp, size: u64, ranks: u64) -> results::Background {
     results::Background {
         op: op.name().into(),
+        ranks,
         size_bytes: size,
         count: size / background::ELT,
         dtype: "float".into(),

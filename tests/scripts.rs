@@ -1,7 +1,8 @@
 //! The GPU scripts (`ci/gpu-*`, `ci/alltoall-node`) cannot run their benchmarks here, but they must
 //! parse, refuse bad usage before they look for a GPU, and stop with one line on a node without
-//! one, never start a benchmark; on a fake one-GPU node, `ci/gpu-regression` shows what it runs.
-//! `ci/sanitize-plugin` (CPU, run by `ci/test`) answers usage the same way.
+//! one, never start a benchmark; on a fake one-GPU node, `ci/gpu-regression` shows what it runs
+//! and `ci/gpu-fuzz` what it generates. `ci/sanitize-plugin` (CPU, run by `ci/test`) answers usage
+//! the same way.
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -29,12 +30,17 @@ fn gpu_scripts_parse() {
         let o = Command::new("bash").arg("-n").arg(Path::new(ROOT).join("ci").join(s)).output().unwrap();
         assert!(o.status.success(), "{s}: {}", String::from_utf8_lossy(&o.stderr));
     }
+    let parse = "import ast, sys; ast.parse(open(sys.argv[1]).read())";
+    let o = Command::new("python3").args(["-c", parse]).arg(Path::new(ROOT).join("ci/gpu-fuzz")).output().unwrap();
+    assert!(o.status.success(), "gpu-fuzz: {}", String::from_utf8_lossy(&o.stderr));
 }
 
 #[test]
 fn help_and_bad_usage_come_before_the_gpu_search() {
     let (dir, path) = no_gpu_path("usage");
-    for (name, bad_exit) in [("gpu-test", 6), ("gpu-bench", 6), ("gpu-regression", 2), ("sanitize-plugin", 6)] {
+    for (name, bad_exit) in
+        [("gpu-test", 6), ("gpu-bench", 6), ("gpu-regression", 2), ("sanitize-plugin", 6), ("gpu-fuzz", 6)]
+    {
         let o = script(name, &["--help"], &path);
         assert_eq!(o.status.code(), Some(0), "{name}");
         assert!(String::from_utf8_lossy(&o.stdout).starts_with(&format!("usage: ci/{name}")), "{name}");
@@ -59,7 +65,15 @@ fn gpu_bench_refuses_bad_usage_and_a_node_without_gpus() {
     assert_eq!(o.status.code(), Some(6));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown part 'bogus'"));
     // A valid request on a node without GPUs: one line, exit 8, nothing written.
-    for (name, args) in [("gpu-bench", vec![out.to_str().unwrap(), "ep"]), ("gpu-test", vec![out.to_str().unwrap()])] {
+    let o = script("gpu-fuzz", &[out.to_str().unwrap(), "ten"], &path);
+    assert_eq!(o.status.code(), Some(6));
+    assert!(String::from_utf8_lossy(&o.stderr).ends_with("ci/gpu-fuzz: SECONDS and SEED are numbers\n"));
+    let valid = [
+        ("gpu-bench", vec![out.to_str().unwrap(), "ep"]),
+        ("gpu-test", vec![out.to_str().unwrap()]),
+        ("gpu-fuzz", vec![out.to_str().unwrap(), "10", "3"]),
+    ];
+    for (name, args) in valid {
         let o = script(name, &args, &path);
         assert_eq!(o.status.code(), Some(8), "{name}");
         let err = String::from_utf8_lossy(&o.stderr);
@@ -150,5 +164,37 @@ fn alltoall_node_stops_on_a_node_without_gpus_before_it_builds() {
         "ci/alltoall-node: no GPU found (nvidia-smi -L lists none)"
     );
     assert!(o.stdout.is_empty(), "it built: {}", String::from_utf8_lossy(&o.stdout));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `ci/gpu-fuzz` on a fake one-GPU node whose benchmarks see no GPU: each run it generates either
+/// passes the command line's checks (and stops at exit 8, no GPU: a finding, as any unexpected exit
+/// is) or is refused as bad input on one line (exit 6: fine). Most must pass them, or the generator
+/// has fallen behind the flags and tests little.
+#[test]
+fn gpu_fuzz_generates_mostly_valid_runs_and_reports_findings() {
+    let (dir, path) = fake_gpu_node("fuzz");
+    let bin = Path::new(env!("CARGO_BIN_EXE_alltoall_perf")).parent().unwrap();
+    let out = dir.join("out");
+    let o = Command::new(Path::new(ROOT).join("ci/gpu-fuzz"))
+        .args([out.to_str().unwrap(), "3", "7"])
+        .env("PATH", &path)
+        .env("GINBENCH_BIN", bin)
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .output()
+        .unwrap();
+    let runs = std::fs::read_to_string(out.join("runs.txt")).unwrap();
+    let lines: Vec<&str> = runs.lines().skip(1).collect();
+    assert_eq!(o.status.code(), Some(1), "{runs}");
+    assert!(lines.len() >= 10, "{runs}");
+    let refused = lines.iter().filter(|l| l.starts_with("ok; exit 6;")).count();
+    let no_gpu = lines.iter().filter(|l| l.starts_with("FINDING: exit 8; exit 8;")).count();
+    assert_eq!(refused + no_gpu, lines.len(), "{runs}");
+    assert!(no_gpu * 2 > lines.len(), "{refused} of {} runs refused as bad input:\n{runs}", lines.len());
+    let findings = std::fs::read_to_string(out.join("findings.txt")).unwrap();
+    assert_eq!(findings.lines().filter(|l| l.starts_with("FINDING")).count(), no_gpu);
+    // Each with its output: here the benchmark's one line saying why it stopped.
+    assert_eq!(findings.matches("\n  stderr: ").count(), no_gpu, "{findings}");
+    assert_eq!(findings.matches(": error: ").count(), no_gpu, "{findings}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

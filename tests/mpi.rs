@@ -14,7 +14,7 @@ fn mpi_bootstrap_with_two_processes_and_one() {
         return;
     };
     let open_mpi = String::from_utf8_lossy(&version.stdout).contains("Open MPI");
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let host = ginbench::bootstrap::hostname();
     // One process is a world too (MPI_Init of a single rank).
     for np in [2, 1] {
         let mut cmd = Command::new(&mpirun);
@@ -25,7 +25,7 @@ fn mpi_bootstrap_with_two_processes_and_one() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
         for r in 0..np {
-            let line = format!("rank {r} of {np} on {} (local rank {r}): allgather, broadcast, reduce ok", host.trim());
+            let line = format!("rank {r} of {np} on {host} (local rank {r}): allgather, broadcast, reduce ok");
             assert!(text.contains(&line), "{line}\n{text}");
         }
         assert_eq!(text.lines().count(), np, "{text}");

@@ -3,6 +3,7 @@ use super::mpi::MpiRank;
 use super::Bootstrap;
 use crate::error::{Error, Result};
 
+/// `ginbench mpi-check`: under an MPI launcher, `exchange` on this rank, then a barrier.
 pub fn run() -> Result<String> {
     if !super::launched_by_mpi() {
         return Err(Error::usage("not started by an MPI launcher", "run it as: mpirun -np 2 ginbench mpi-check"));

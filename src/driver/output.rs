@@ -16,29 +16,42 @@ use std::sync::Mutex;
 
 pub struct Output {
     print: bool,
-    prog: &'static str,
     pub run: Run,
     rows: Vec<Row>,
     /// Sweep repetition (`-N`) the next rows belong to.
     pub cycle: u32,
     /// Skip reasons already printed in the current section.
     reasons_shown: HashSet<String>,
-    json_stdout: bool,
     /// A progress line on stderr: rank 0, a terminal, not under CI, stdout not JSON.
     progress: bool,
+    to: Destination,
+}
+
+/// Where rank 0's output goes: text to stdout (stderr when stdout carries the JSON), the JSON and
+/// CSV files, and error lines under the program's name.
+#[derive(Clone)]
+struct Destination {
+    prog: &'static str,
+    json_stdout: bool,
     json: Option<PathBuf>,
     csv: Option<PathBuf>,
 }
 
-/// Rank 0's run so far and where its results go, kept beside the `Output` for the `-T`
-/// watchdog: a run it ends still writes the rows measured before the hang ([`save_unfinished`]).
+impl Destination {
+    /// `run` ended with its `rows`, their `summary` and `error`, into the results files; the
+    /// lines to show (or why the files could not be written).
+    fn write(&self, run: &mut Run, rows: Vec<Row>, summary: Summary, error: Option<String>) -> Result<Vec<String>> {
+        run.finish(rows, summary, error);
+        report::write_outputs(run, self.json.as_deref(), self.csv.as_deref()).map_err(Error::internal)
+    }
+}
+
+/// A copy of rank 0's run so far, kept beside its `Output` for the `-T` watchdog: a run it ends
+/// still writes the rows measured before the hang ([`save_unfinished`]).
 struct Unfinished {
-    prog: &'static str,
     run: Run,
     rows: Vec<Row>,
-    json_stdout: bool,
-    json: Option<PathBuf>,
-    csv: Option<PathBuf>,
+    to: Destination,
 }
 
 static UNFINISHED: Mutex<Option<Unfinished>> = Mutex::new(None);
@@ -47,26 +60,15 @@ fn unfinished() -> std::sync::MutexGuard<'static, Option<Unfinished>> {
     UNFINISHED.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl Unfinished {
-    /// The results files of a run that `error` ended: its rows so far, their summary, the
-    /// error. Returns the lines to show (or why they could not be written).
-    fn save(self, error: &str) -> std::result::Result<Vec<String>, String> {
-        let mut run = self.run;
-        let summary = Summary::of(&self.rows);
-        run.finish(self.rows, summary, Some(error.to_string()));
-        report::write_outputs(&run, self.json.as_deref(), self.csv.as_deref())
-    }
-}
-
 /// For the watchdog as it ends the process: rank 0's results files with the rows measured so
 /// far and `error`, so a sweep that hangs at its last size keeps the others (`compare` fails a
 /// run that ended in error). Nothing where no run is under way or this process is not rank 0's.
 pub fn save_unfinished(error: &str) {
-    let Some(u) = unfinished().take() else { return };
-    let (prog, json_stdout) = (u.prog, u.json_stdout);
-    match u.save(error) {
-        Ok(lines) => lines.iter().for_each(|l| report::print_text(json_stdout, l)),
-        Err(e) => crate::console::err(&format!("{prog}: error: the rows measured so far were not saved: {e}\n")),
+    let Some(Unfinished { mut run, rows, to }) = unfinished().take() else { return };
+    let summary = Summary::of(&rows);
+    match to.write(&mut run, rows, summary, Some(error.to_string())) {
+        Ok(lines) => lines.iter().for_each(|l| report::print_text(to.json_stdout, l)),
+        Err(e) => crate::console::err(&format!("{}: error: the rows measured so far were not saved: {e}\n", to.prog)),
     }
 }
 
@@ -122,32 +124,23 @@ impl Output {
     pub fn new<B: Benchmark>(print: bool, c: &Common, env: Env, started_at: String, config: serde_json::Value) -> Self {
         let json_stdout = c.json_to_stdout();
         let run = Run::start(B::KIND, &c.command, started_at, env, config);
+        let to = Destination { prog: B::PROG, json_stdout, json: c.json.clone(), csv: c.csv.clone() };
         if print {
-            *unfinished() = Some(Unfinished {
-                prog: B::PROG,
-                run: run.clone(),
-                rows: vec![],
-                json_stdout,
-                json: c.json.clone(),
-                csv: c.csv.clone(),
-            });
+            *unfinished() = Some(Unfinished { run: run.clone(), rows: vec![], to: to.clone() });
         }
         Output {
             print,
-            prog: B::PROG,
             run,
             rows: vec![],
             cycle: 0,
             reasons_shown: Default::default(),
-            json_stdout,
             progress: show_progress(
                 print,
                 json_stdout,
                 std::env::var_os("CI").is_some(),
                 std::io::IsTerminal::is_terminal(&std::io::stderr()),
             ),
-            json: c.json.clone(),
-            csv: c.csv.clone(),
+            to,
         }
     }
 
@@ -157,7 +150,7 @@ impl Output {
             return;
         }
         self.progress("");
-        report::print_text(self.json_stdout, s);
+        report::print_text(self.to.json_stdout, s);
     }
 
     /// Replace the progress line (empty: clear it).
@@ -187,7 +180,7 @@ impl Output {
         let e = &self.run.env;
         let mut s = format!(
             "# ginbench {} ({}) {} nccl-headers={} nccl-library={} nccl-path={}\n",
-            self.run.tool.version, self.run.tool.git, self.prog, e.nccl.header, e.nccl.library, e.nccl.path
+            self.run.tool.version, self.run.tool.git, self.to.prog, e.nccl.header, e.nccl.library, e.nccl.path
         );
         if self.run.tool.build == "debug" {
             s += "# note: a debug build: its host code launches kernels more slowly, so launch-bound times can read high (build with --release for figures)\n";
@@ -254,10 +247,8 @@ impl Output {
         unfinished().take();
         let summary = Summary::of(&self.rows);
         self.emit(&footer(&summary));
-        self.run.finish(std::mem::take(&mut self.rows), summary, error.map(|e| e.to_string()));
-        for line in
-            report::write_outputs(&self.run, self.json.as_deref(), self.csv.as_deref()).map_err(Error::internal)?
-        {
+        let rows = std::mem::take(&mut self.rows);
+        for line in self.to.write(&mut self.run, rows, summary, error.map(|e| e.to_string()))? {
             self.emit(&line);
         }
         Ok(())

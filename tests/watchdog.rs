@@ -10,7 +10,8 @@ const CHILD: &str = "GINBENCH_WATCHDOG_TEST_CHILD";
 
 /// In the child: a watchdog of 1 s, then progress every 100 ms for 2.5 s ("beats"), or none at
 /// all ("stalls", which only the watchdog can end early); "stalls-measuring <dir>": rank 0 of an
-/// alltoall_perf run with `-J` and `--csv` into <dir> stalls after its first two rows.
+/// alltoall_perf run with `-J` and `--csv` into <dir>, its config added to after the start,
+/// stalls after its first two rows.
 fn child(mode: &str) -> ! {
     use ginbench::driver::output::{self, Output};
     use ginbench::harness::watchdog;
@@ -29,6 +30,8 @@ fn child(mode: &str) -> ! {
             let c = cli::Config::from_args(&a, args.join(" ")).unwrap();
             let env = ginbench::results::Env::default();
             let mut out = Output::new::<cli::Config>(true, &c.common, env, "t".into(), serde_json::json!({}));
+            // As the benchmarks record what NCCL granted each impl, after the start.
+            out.run.config["granted"] = serde_json::json!({"gin": 4});
             for size in [8, 64] {
                 let row = ginbench::results::Row { impl_name: "nvl".into(), size_bytes: size, ..Default::default() };
                 out.rows(None, vec![row]);
@@ -80,6 +83,7 @@ fn a_run_ended_by_the_watchdog_keeps_the_rows_it_measured() {
     let text = std::fs::read_to_string(dir.join("run.json")).expect("the JSON was written");
     let run = ginbench::report::json::parse(&text).expect("a results file ginbench reads");
     assert_eq!(run.error(), Some("timeout: no progress for 1 s"));
+    assert_eq!(run.config["granted"], serde_json::json!({"gin": 4}), "the config as it was at the last row");
     assert_eq!(run.rows.iter().map(|r| r.size_bytes).collect::<Vec<_>>(), [8, 64]);
     assert!(run.finished_at.is_some() && run.summary.is_some());
     let csv = std::fs::read_to_string(dir.join("run.csv")).unwrap();

@@ -229,6 +229,8 @@ impl Output {
         self.emit(&s);
         if self.print {
             if let Some(u) = unfinished().as_mut() {
+                // The run too: its config gains what NCCL granted each impl after the start.
+                u.run.clone_from(&self.run);
                 u.rows.extend(rows.iter().cloned());
             }
         }

@@ -8,7 +8,12 @@ use std::io::Write;
 /// closes it) wants nothing more, which is not an error; any other failure is.
 pub fn out(s: &str) -> Result<()> {
     let mut o = std::io::stdout().lock();
-    match o.write_all(s.as_bytes()).and_then(|()| o.flush()) {
+    written(o.write_all(s.as_bytes()).and_then(|()| o.flush()))
+}
+
+/// The outcome of a write to standard output: a reader that went away is not an error.
+pub fn written(r: std::io::Result<()>) -> Result<()> {
+    match r {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::env(
             format!("writing to standard output: {e}"),
             "check where the output goes: free space, or a reader that stays open",

@@ -106,11 +106,21 @@ pub fn parse_args<A: clap::Parser>(prog: &str, argv: Vec<String>) -> Result<A> {
     A::try_parse_from(&argv).map_err(|e| {
         use clap::error::ErrorKind::*;
         if matches!(e.kind(), DisplayHelp | DisplayVersion | DisplayHelpOnMissingArgumentOrSubcommand) {
-            let _ = e.print();
-            std::process::exit(0);
+            show(prog, &e, Exit::Environment as i32);
         }
         Error { exit: Exit::Usage, msg: clap_one_line(&e), fix: Some(format!("see {prog} --help")) }
     })
+}
+
+/// Prints clap's help or version text and exits 0, or, where standard output cannot be written
+/// (a full disk), says so in one line and exits `unwritable`.
+pub fn show(prog: &str, e: &clap::Error, unwritable: i32) -> ! {
+    let printed = e.print().and_then(|()| std::io::Write::flush(&mut std::io::stdout()));
+    if let Err(e) = crate::console::written(printed) {
+        crate::console::err(&format!("{prog}: error: {e}\n"));
+        std::process::exit(unwritable)
+    }
+    std::process::exit(0)
 }
 
 /// clap's error text as one line: its message lines up to the usage block, joined.

@@ -468,9 +468,18 @@ fn stdout_closed_early_or_full_is_never_a_panic() {
         "{e}"
     );
     assert!(verdict.exists(), "the verdict file is written first");
-    let o = Command::new(A2A).arg("--list-impls").stdout(full()).output().unwrap();
-    let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(8), "{e}");
-    assert!(e.starts_with("alltoall_perf: error: writing to standard output") && e.lines().count() == 1, "{e}");
+    // Help and version text too: a help that was never shown is not a success.
+    for (bin, args, exit) in [
+        (A2A, vec!["--list-impls"], 8),
+        (A2A, vec!["--help"], 8),
+        (ifr, vec!["--version"], 8),
+        (GB, vec!["--help"], 8),
+        (GB, vec!["compare", "--help"], 2),
+    ] {
+        let o = Command::new(bin).args(&args).stdout(full()).output().unwrap();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(exit), "{bin} {args:?}: {e}");
+        assert!(e.contains(": error: writing to standard output") && e.lines().count() == 1, "{e}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -287,8 +287,8 @@ fn main() {
     let cli = Cli::try_parse().unwrap_or_else(|e| {
         use clap::error::ErrorKind::*;
         if matches!(e.kind(), DisplayHelp | DisplayVersion) {
-            let _ = e.print();
-            std::process::exit(0);
+            let unwritable = if bad_input_exit() == 2 { 2 } else { Exit::Environment as i32 };
+            ginbench::error::show(PROG, &e, unwritable);
         }
         if e.kind() == DisplayHelpOnMissingArgumentOrSubcommand {
             // No subcommand: nothing was asked for, so this is a usage error, not a success.

@@ -41,7 +41,7 @@ pub struct Args {
     /// Datatype: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16
     #[arg(short = 'd', long = "datatype", default_value = "float")]
     pub datatype: String,
-    /// 1: synchronize the stream after every operation
+    /// 1: synchronize the stream after every iteration (its -m operations together)
     #[arg(short = 'z', long = "blocking", default_value = "0", value_parser = zero_or_one(), action = clap::ArgAction::Set)]
     pub blocking: bool,
     /// Buffer registration: 0 none, 1 ncclCommRegister, 2 symmetric window

@@ -65,10 +65,11 @@ pub fn iterations(least: u32) -> clap::builder::RangedI64ValueParser<u32> {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct CommonArgs {
-    /// Host threads per process (each drives -g GPUs)
+    /// Thread groups per process, as in nccl-tests: the process runs -t × -g ranks (one host
+    /// thread per GPU)
     #[arg(short = 't', long = "nthreads", default_value_t = 1)]
     pub nthreads: usize,
-    /// GPUs per thread
+    /// GPUs per thread group
     #[arg(short = 'g', long = "ngpus", default_value_t = 1)]
     pub ngpus: usize,
     /// Timed iterations per measurement (1..=1000000)

@@ -73,7 +73,7 @@ impl BgOp {
 }
 
 #[derive(Parser, Debug, Clone)]
-#[command(name = "interference_perf", version = VERSION, disable_version_flag = true, about = "A foreground EP or alltoall operation against a concurrent background collective on another communicator: alone, together, slowdown", after_help = help_footer(AFTER_HELP), args_override_self = true, allow_negative_numbers = true, mut_arg("cudagraph", |a| a.hide(true)))]
+#[command(name = "interference_perf", version = VERSION, disable_version_flag = true, about = "A foreground EP or alltoall operation against a concurrent background collective on another communicator: alone, together, slowdown", after_help = help_footer(AFTER_HELP), args_override_self = true, allow_negative_numbers = true, mut_arg("cudagraph", |a| a.hide(true)), mut_arg("per_iter_timing", |a| a.hide(true)), mut_arg("profile_size", |a| a.help("Wrap the together window of one background size in cuProfilerStart / Stop, for `nsys profile --capture-range=cudaProfilerApi`")))]
 pub struct Args {
     #[command(flatten)]
     pub common: CommonArgs,
@@ -342,6 +342,12 @@ impl Config {
                 "drop -G (both sides run as streams of launches)",
             ));
         }
+        if common.per_iter {
+            return Err(Error::usage(
+                "-I 1 is not offered by interference_perf (its table has no per-iteration columns)",
+                "drop -I (the JSON rows carry both sides' alone and together times)",
+            ));
+        }
         let bg_sizes = match a.bg {
             BgOp::None => vec![],
             BgOp::AllReduce => {
@@ -569,6 +575,7 @@ pub(super) mod tests {
                 "does not divide an EP group of 1 ranks",
             ),
             (vec!["-G", "1"], "-G is not offered"),
+            (vec!["-I", "1"], "-I 1 is not offered"),
             (vec!["--dp-max-ctas", "0"], "--dp-max-ctas 0"),
             (vec!["--ep-min-ctas", "9", "--ep-max-ctas", "8"], "is above"),
             (vec!["--dp-split-share", "2"], "'--dp-split-share <0|1>': 2 is not in 0..=1"),

@@ -19,8 +19,8 @@ done
 nsys=$(command -v nsys || find / -name nsys -type f -perm -u+x 2>/dev/null | head -1)
 echo "nsys: $nsys"
 for v in old new; do
-  (cd /tmp && timeout 200 "$nsys" profile --capture-range=cudaProfilerApi --capture-range-end=stop -t cuda,nvtx -o <tmp>/g_$v -f true \
+  (cd /tmp && timeout 200 "$nsys" profile --capture-range=cudaProfilerApi --capture-range-end=stop -t cuda,nvtx -o /tmp/g_$v -f true \
     "$OLDPWD/$v/alltoall_perf" -g 1 -D nvl -R 2 -b 1M -e 4M -f 2 -G 3 --profile-size 2M -T 120) > $OUT/nsys_G_$v.txt 2>&1
-  echo "nsys G $v: $?"; ls -la <tmp>/g_$v* >> $OUT/nsys_G_$v.txt 2>&1
+  echo "nsys G $v: $?"; ls -la /tmp/g_$v* >> $OUT/nsys_G_$v.txt 2>&1
 done
 cd $OUT && tar czf all.tgz *.json *.txt && rm -f *.json *.txt

@@ -27,3 +27,10 @@ pub fn err(s: &str) {
     let mut e = std::io::stderr().lock();
     let _ = e.write_all(s.as_bytes()).and_then(|()| e.flush());
 }
+
+/// `s` on one line: its control characters (a newline or a terminal escape taken from an input
+/// file) written as escapes (`\n`, `\u{1b}`), so that a message stays one line and prints as
+/// text.
+pub fn one_line(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}

@@ -74,7 +74,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// fail reports: see [`exiting`].
 pub fn die(prog: &str, e: &Error) -> ! {
     let _reporting = exiting();
-    crate::console::err(&format!("{prog}: error: {e}\n"));
+    crate::console::err(&format!("{prog}: error: {}\n", crate::console::one_line(&e.to_string())));
     std::process::exit(e.exit as i32)
 }
 

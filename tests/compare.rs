@@ -141,9 +141,14 @@ fn a_candidate_that_skipped_the_check_or_changed_settings_does_not_pass() {
     let o = compare::compare(&b, &unchecked, 0.05).unwrap();
     assert_eq!((o.passed, verdict(&o, "nvl")), (false, Verdict::Unchecked));
     // Settings that change what a time means, or another layout of ranks: refused.
-    for (field, value) in
-        [("cudagraph", 1), ("average", 2), ("report_cputime", 1), ("agg_iters", 10), ("local_register", 2)]
-    {
+    for (field, value) in [
+        ("cudagraph", 1),
+        ("average", 2),
+        ("report_cputime", 1),
+        ("agg_iters", 10),
+        ("local_register", 2),
+        ("ctas", 32),
+    ] {
         let (mut x, mut y) = (b.clone(), b.clone());
         x.config = serde_json::json!({ field: 0 });
         y.config = serde_json::json!({ field: value });
@@ -159,6 +164,20 @@ fn a_candidate_that_skipped_the_check_or_changed_settings_does_not_pass() {
     let e = compare::compare(&gin(2, 2), &gin(4, 4), 0.05).unwrap_err();
     assert!(e.contains("gin.contexts: 2 -> 4"), "{e}");
     assert!(compare::compare(&gin(2, 2), &gin(2, 1), 0.05).unwrap().passed);
+    // So too for interference_perf's foreground communicator, beside the knobs of both.
+    let comms = |asked: u32, granted: u32, dp_max_ctas: u32| {
+        let mut r = b.clone();
+        r.config = serde_json::json!({"comms": {
+            "ep": {"nccl": {}, "stream_priority": null, "gin": {"contexts": asked, "granted": {"gin": granted}}},
+            "dp": {"nccl": {"max_ctas": dp_max_ctas}, "stream_priority": null},
+        }});
+        r
+    };
+    let e = compare::compare(&comms(2, 2, 8), &comms(4, 4, 8), 0.05).unwrap_err();
+    assert!(e.contains("comms.ep.gin.contexts: 2 -> 4"), "{e}");
+    let e = compare::compare(&comms(2, 2, 8), &comms(2, 2, 16), 0.05).unwrap_err();
+    assert!(e.contains(r#"comms.dp.nccl: {"max_ctas":8} -> {"max_ctas":16}"#), "{e}");
+    assert!(compare::compare(&comms(2, 4, 8), &comms(2, 2, 8), 0.05).unwrap().passed);
     let mut wider = b.clone();
     wider.env.ranks = 8;
     assert!(compare::compare(&b, &wider, 0.05).unwrap_err().contains("ranks / hosts: 4 / 0 -> 8 / 0"));
@@ -268,6 +287,11 @@ fn rows_must_be_the_runs_cycles() {
     c.rows.push(row("host", 1 << 30, 10.0, 10.0, 0));
     let e = compare::compare(&b, &c, 0.05).unwrap_err();
     assert!(e.contains("row 'alltoall host 1073741824 float out-of-place' is in 1 of the run's 60 cycles"), "{e}");
+    // Nor may copies of a row in a cycle the baseline lacks outweigh a slow cycle in the mean.
+    let mut padded = cycles(&[150.0, 90.0]);
+    padded.extend((0..4).map(|_| row("nvl", 1 << 30, 90.0, 90.0, 1)));
+    let e = compare::compare(&with_cycles(cycles(&[100.0]), 1), &with_cycles(padded, 2), 0.05).unwrap_err();
+    assert!(e.contains("is 5 times in cycle 1 and 1 in cycle 0"), "{e}");
     // A run that ended in error may stop part way through a cycle.
     c.config["error"] = "timeout".into();
     assert!(compare::check_values(&c).is_ok());
@@ -316,7 +340,7 @@ fn an_ok_row_has_a_time_and_every_cycle_keeps_its_check() {
 }
 
 #[test]
-fn a_sub_nanosecond_time_is_bad_input() {
+fn a_time_below_a_nanosecond_or_above_a_week_is_bad_input() {
     let b = run(vec![row("nvl", 1 << 30, 100.0, 100.0, 0)]);
     let mut c = b.clone();
     c.rows[0].time_us = Some(5e-324);
@@ -324,6 +348,13 @@ fn a_sub_nanosecond_time_is_bad_input() {
     assert!(e.contains("time_us is 5e-324: below 1 ns"), "{e}");
     c.rows[0].time_us = Some(compare::MIN_TIME_US);
     assert!(compare::check_values(&c).is_ok());
+    // A huge baseline time would pass any candidate as an improvement.
+    let mut huge = b.clone();
+    huge.rows[0].time_us = Some(1e300);
+    let e = compare::compare(&huge, &b, 0.05).unwrap_err();
+    assert!(e.contains("baseline: row 'alltoall nvl") && e.contains("time_us is 1e300: above a week"), "{e}");
+    huge.rows[0].time_us = Some(compare::MAX_TIME_US);
+    assert!(compare::check_values(&huge).is_ok());
 }
 
 #[test]
@@ -498,6 +529,30 @@ fn loader_accepts_a_byte_order_mark() {
     std::fs::write(&p, with_bom).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_ginbench")).arg("compare").args([&p, &p]).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn text_from_the_input_files_keeps_errors_and_findings_on_one_line() {
+    let dir = std::env::temp_dir().join(format!("ginbench-compare-lines-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.json");
+    json::write(&good, &run(vec![row("nvl", 1 << 30, 100.0, 101.0, 0)])).unwrap();
+    let mut bad = run(vec![row("nvl\nsecond line", 1 << 30, 100.0, 101.0, 0)]);
+    bad.rows[0].time_us = Some(0.0);
+    let bad_file = dir.join("bad.json");
+    json::write(&bad_file, &bad).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_ginbench")).arg("compare").args([&good, &bad_file]).output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.trim_end().lines().count() == 1 && e.contains("nvl\\nsecond line"), "{e}");
+    // A gate's findings: one line each, the candidate's error too.
+    let mut c = run(vec![row("nvl", 1 << 30, 300.0, 301.0, 0)]);
+    c.config["error"] = "timeout:\n\u{1b}[32mPASS".into();
+    let text =
+        compare::render_text(&compare::compare(&run(vec![row("nvl", 1 << 30, 100.0, 101.0, 0)]), &c, 0.05).unwrap());
+    assert!(text.contains("ended in error: timeout:\\n\\u{1b}[32mPASS\n"), "{text}");
+    assert!(!text.chars().any(|ch| ch.is_control() && ch != '\n'), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -311,11 +311,19 @@ fn the_report_leaves_wrong_rows_and_rows_without_a_slowdown_out_of_the_slowdowns
     let mut alone = interference_row(0, (100.0, 100.0), (1.0, 1.0), 0);
     (alone.together_us, alone.slowdown, alone.overlap) = (None, None, None);
     alone.background = Some(Background { op: "none".into(), ..Default::default() });
-    let run = interference_run(vec![interference_row(1 << 20, (100.0, 150.0), (20.0, 25.0), 0), wrong, alone]);
-    sidebyside::write(&[Labeled { label: "a".into(), run }], &dir).unwrap();
+    let run = interference_run(vec![interference_row(1 << 20, (100.0, 150.0), (20.0, 25.0), 0), wrong, alone.clone()]);
+    sidebyside::write(&[Labeled { label: "a".into(), run: run.clone() }], &dir).unwrap();
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(md.contains("| 1048576 | 1.500 | 1.250 | 150.0 |\n"), "{md}");
     assert!(!md.contains("\n| 1073741824 |") && !md.contains("\n| 0 |"), "{md}");
     assert!(md.contains("| a | nvl 33554432 B float | wrong data |"), "{md}");
+    // ... but their alone times are read, so a run without a background is in the report too.
+    alone.alone_us = Some(120.0);
+    alone.time_us = Some(120.0);
+    let none = interference_run(vec![alone]);
+    sidebyside::write(&[Labeled { label: "a".into(), run }, Labeled { label: "none".into(), run: none }], &dir)
+        .unwrap();
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(md.contains("| nvl 33554432 B float | 100.0 | 120.0 | 1.20× |\n"), "{md}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

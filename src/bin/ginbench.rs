@@ -134,7 +134,7 @@ fn load(path: &Path) -> Result<ginbench::results::Run, String> {
 
 /// Bad input to `compare` or `report`: one line, and their documented exit 2.
 fn bad(msg: String) -> i32 {
-    console::err(&format!("{PROG}: error: {msg}\n"));
+    console::err(&format!("{PROG}: error: {}\n", console::one_line(&msg)));
     2
 }
 

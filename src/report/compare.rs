@@ -147,6 +147,10 @@ fn not_run(rows: &[&Row]) -> String {
 /// on the host, completes faster; a smaller positive time is corrupt, not fast.
 pub const MIN_TIME_US: f64 = 1e-3;
 
+/// The longest time a row may hold, in µs: a week, the most `-T` lets one step take. A longer
+/// time is corrupt, and as a baseline it would let any candidate pass.
+pub const MAX_TIME_US: f64 = 604_800e6;
+
 /// Impossible values are bad input, not data: every time must be finite and at least
 /// [`MIN_TIME_US`] (an ok row must have one), every bandwidth finite and not negative, and zero
 /// only where nothing moves (a zero-byte row) or nothing crosses (busbw on one rank, whose factor
@@ -207,6 +211,9 @@ pub fn check_values(run: &Run) -> Result<(), String> {
                 Some(v) if !(v.is_finite() && v > 0.0) => return bad(field, v, "times must be finite and above 0"),
                 Some(v) if is_time && v < MIN_TIME_US => {
                     return bad(field, v, "below 1 ns: no GPU operation completes that fast")
+                }
+                Some(v) if is_time && v > MAX_TIME_US => {
+                    return bad(field, v, "above a week, the longest a step may take")
                 }
                 _ => {}
             }
@@ -280,13 +287,22 @@ fn check_cycles(run: &Run) -> Result<(), String> {
             r.cycle
         ));
     }
-    if run.error().is_none() {
-        if let Some((k, c)) =
-            groups(run).iter().map(|(k, rows)| (k, per_cycle(rows))).find(|(_, c)| c.len() as u64 != n)
-        {
+    if run.error().is_some() {
+        return Ok(());
+    }
+    for (k, rows) in groups(run) {
+        let c = per_cycle(&rows);
+        if c.len() as u64 != n {
             return Err(format!(
                 "row '{k}' is in {} of the run's {n} cycles (config.run_cycles): a finished run has every row in every cycle",
                 c.len()
+            ));
+        }
+        // Copies of a row in one cycle would outweigh the others in its mean.
+        let first = c[&0];
+        if let Some((cycle, m)) = c.iter().find(|(_, &m)| m != first) {
+            return Err(format!(
+                "row '{k}' is {m} times in cycle {cycle} and {first} in cycle 0: a finished run writes a row equally often in every cycle"
             ));
         }
     }
@@ -340,13 +356,15 @@ fn per_cycle(rows: &[&Row]) -> BTreeMap<u32, usize> {
 /// differ in them. (Iteration counts only change the precision.) A pointer a benchmark does not
 /// have reads the same in both runs. interference_perf keeps its foreground's settings under
 /// `foreground`.
-pub const SAME_SETTINGS: [&str; 27] = [
+pub const SAME_SETTINGS: [&str; 33] = [
     "/agg_iters",
     "/average",
     "/blocking",
     "/cudagraph",
     "/report_cputime",
     "/device_cta_count",
+    // `ginbench ceiling`'s CTAs for its SM copies
+    "/ctas",
     "/emulate_nodes",
     // -R: how NCCL moves `host`'s data, or whether the device impls run at all
     "/local_register",
@@ -365,7 +383,14 @@ pub const SAME_SETTINGS: [&str; 27] = [
     // known when the command line was read (an MPI launch that does not export its size)
     "/ep",
     "/dp",
-    "/comms",
+    // each communicator's knobs, and the GIN resources the foreground's asked for (not those
+    // granted, as above)
+    "/comms/ep/nccl",
+    "/comms/ep/stream_priority",
+    "/comms/ep/gin/contexts",
+    "/comms/ep/gin/type",
+    "/comms/dp/nccl",
+    "/comms/dp/stream_priority",
     "/foreground/local_register",
     "/foreground/routing",
     "/foreground/seed",
@@ -687,11 +712,13 @@ pub fn render_text(o: &Outcome) -> String {
         count(Verdict::New),
         count(Verdict::NotCompared),
     );
+    // One line per item, whatever the input files hold.
+    let line = crate::console::one_line;
     if let Some(e) = &o.candidate_error {
-        s += &format!("  the candidate run ended in error: {e}\n");
+        s += &format!("  the candidate run ended in error: {}\n", line(e));
     }
     for d in &o.env_differences {
-        s += &format!("  environment differs: {d}\n");
+        s += &format!("  environment differs: {}\n", line(d));
     }
     // Every row that is not unchanged (or is, with something to say: slower, within the baseline's
     // spread), worst first; "not compared" rows last, each with its reason.
@@ -699,14 +726,14 @@ pub fn render_text(o: &Outcome) -> String {
         s += &format!(
             "  {:<14} {}: {} -> {} us{}{}\n",
             f.verdict.name(),
-            f.key,
+            line(&f.key),
             us(f.baseline_us),
             us(f.candidate_us),
             match (f.baseline_busbw_gbps, f.candidate_busbw_gbps) {
                 (Some(a), Some(b)) if a >= 1.0 => format!(" (busbw {a:.1} -> {b:.1} GB/s)"),
                 _ => String::new(),
             },
-            if f.detail.is_empty() { String::new() } else { format!(": {}", f.detail) },
+            if f.detail.is_empty() { String::new() } else { format!(": {}", line(&f.detail)) },
         );
     }
     s

@@ -150,7 +150,8 @@ fn env_table(runs: &[Labeled]) -> Table {
             e.hosts.len().to_string(),
             e.gpu_summary(),
             e.driver.clone(),
-            crate::results::version_string(e.nccl.library),
+            // `ginbench ceiling` runs without NCCL
+            if e.nccl.library > 0 { crate::results::version_string(e.nccl.library) } else { "not loaded".into() },
             format!("{} ({})", e.gin.kind, if e.gin.connection.is_empty() { "-" } else { &e.gin.connection }),
             match e.gin.backend {
                 Backend::Loopback => format!("loopback, {} node(s): not a network", e.gin.nodes),
@@ -222,7 +223,10 @@ fn build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {
         ),
     );
     let all: Vec<Stats> = runs.iter().map(|l| stats(&l.run)).collect();
-    doc.extend(best_per_size(runs, &all));
+    // A ceiling's patterns move different bytes: they are limits to read, not rivals to rank.
+    if runs[0].run.benchmark != Kind::Ceiling {
+        doc.extend(best_per_size(runs, &all));
+    }
     let mut impls: Vec<(String, String, String)> =
         all.iter().flat_map(|s| s.keys().map(|k| (k.0.clone(), k.1.clone(), k.2.clone()))).collect();
     // Out-of-place before in-place within an impl.
@@ -662,8 +666,53 @@ fn interference_build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Bloc
     if fgs.is_empty() {
         doc.push(Block::Text("No row measured a slowdown (runs without a background have none to plot).".into()));
     }
+    doc.extend(alone_table(runs));
     doc.extend(not_measured(runs, fg_sections));
     Ok(doc)
+}
+
+/// Each foreground's time alone, run beside run: every row that ran records it, with or without
+/// a background, so runs of `--bg none` are read here, and set against the standalone benchmark
+/// (or another run) show what the harness adds.
+fn alone_table(runs: &[Labeled]) -> Vec<Block> {
+    let alone: Vec<BTreeMap<String, f64>> = runs
+        .iter()
+        .map(|l| {
+            let mut acc: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+            for (fg, r) in fg_sections(&l.run).into_iter().filter(|(_, r)| measured(r)) {
+                acc.entry(fg).or_default().extend(r.alone_us);
+            }
+            acc.into_iter().filter_map(|(fg, v)| Some((fg, mean(v.into_iter())?))).collect()
+        })
+        .collect();
+    let order = first_seen(runs.iter().flat_map(|l| l.run.rows.iter()).map(|r| r.impl_name.as_str()));
+    let mut fgs: Vec<&String> = alone.iter().flat_map(|a| a.keys()).collect();
+    fgs.sort_by_key(|f| (order.get(f.split(' ').next().unwrap_or("")).copied(), f.to_string()));
+    fgs.dedup();
+    if fgs.is_empty() {
+        return vec![];
+    }
+    let mut t = vec![vec!["foreground".to_string()]];
+    t[0].extend(runs.iter().map(|l| format!("{} alone time", l.label)));
+    t[0].extend(runs.iter().skip(1).map(|l| format!("{} / {} time", l.label, runs[0].label)));
+    for fg in fgs {
+        let cells: Vec<Option<f64>> = alone.iter().map(|a| a.get(fg).copied()).collect();
+        let mut row = vec![fg.clone()];
+        row.extend(cells.iter().map(|c| c.map(num).unwrap_or_else(|| "-".into())));
+        row.extend(cells.iter().skip(1).map(|c| match (cells[0], c) {
+            (Some(a), Some(b)) => format!("{:.2}×", b / a),
+            _ => "-".into(),
+        }));
+        t.push(row);
+    }
+    vec![
+        Block::Heading("Foregrounds alone".into()),
+        Block::Text(
+            "Each foreground's time alone in µs, the mean over its rows (every background size) and `-N` cycles."
+                .into(),
+        ),
+        Block::Table(t),
+    ]
 }
 
 /// `first` cells, then each run's bandwidth, the ratio of each later run's to the first's, and

@@ -410,7 +410,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 
 // How both pull combines open: CTA 0 tells every rank that this rank's expert output (written
 // before this launch) is ready (ready_flag); every CTA waits until every rank has said so
-// (ready_wait, the reductions' opening: the first token's index loads overlap it).
+// (ready_wait, the reductions' opening: the HT combine's first token's index loads overlap it).
 __device__ void ready_flag(const EpArgs& a, ncclWindow_t ctrl, size_t ready_off, uint32_t epoch) {
   if (blockIdx.x == 0) flag_peers(a, ctrl, ready_off, epoch, FlagPeers{0, a.ranks, 0});
 }
@@ -424,6 +424,9 @@ __device__ void ready_wait(const EpArgs& a, ncclWindow_t ctrl, size_t ready_off,
 // row of this rank's segment there (its `ranges`, in the control window) + the slot the selection
 // claimed in dispatch. CTA 0 flags every rank that this rank's y is ready; once every flag is in,
 // warps read each token's rows over NVLink and reduce them with the top-k weights (fp32 -> BF16).
+// `ranges` is written by the expert ranks in their dispatch, which this rank's dispatch does not
+// wait for, and published by their ready flags: even the first token's sources are resolved only
+// after the wait (a stale range would read another token's row).
 // No closing exchange: a rank rewrites y only in the expert pass after its next dispatch, which
 // cannot finish before every rank has finished this combine (it waits for their next counts).
 // (A check's expert pass right after its decoy combines breaks this on purpose: only the decoys'
@@ -437,7 +440,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   const size_t cap = size_t(R) * a.max_tokens;
   ready_flag(a, ctrl, ready_off, epoch);
 
-  reduce_tokens(
+  reduce_tokens<FirstSources::AfterOpening>(
       out, a.tokens, H,
       [&](int t) {  // the token's rows at the expert ranks
         const int e = lane < a.topk ? idx[t * a.topk + lane] : -1;

@@ -333,14 +333,19 @@ struct TokenSource {
   const __nv_bfloat16* row;
   float w;
 };
-template <int RED, int BATCH, class Sources, class Opening>
+// Whether the first token's sources may be resolved before the opening, overlapping its wait:
+// only where they read nothing a peer publishes by what the opening waits for.
+enum class FirstSources { BeforeOpening, AfterOpening };
+
+template <int RED, int BATCH, FirstSources FIRST, class Sources, class Opening>
 __device__ void reduce_span(__nv_bfloat16* out, int tokens, int hidden, Sources sources, Opening opening, int lane) {
   const int segs = red_segments<RED>(hidden);
   const int2 span = warp_span(tokens * segs);
   TokenSource s{nullptr, 0.f};
   int t = span.x < span.y ? span.x / segs : -1;
-  if (t >= 0) s = sources(t);
+  if (FIRST == FirstSources::BeforeOpening && t >= 0) s = sources(t);
   opening();
+  if (FIRST == FirstSources::AfterOpening && t >= 0) s = sources(t);
   for (int item = span.x; item < span.y; item++) {
     if (item / segs != t) {  // a new token: its sources (index loads, for LL a remote one) once
       t = item / segs;
@@ -353,17 +358,18 @@ __device__ void reduce_span(__nv_bfloat16* out, int tokens, int hidden, Sources 
 // giving the lane's TokenSource. Work items (token, segment) form one contiguous span per warp,
 // so a warp resolves a token's sources once for several segments. The first token's are resolved
 // before opening() (every thread calls it once: what must precede the reads, e.g. waiting for
-// the peers' ready flags), so their loads overlap that wait. When a 32-vector item for every
+// the peers' ready flags), so their loads overlap that wait, unless FIRST says they read what
+// the opening waits for. When a 32-vector item for every
 // warp covers all tokens, segments are 32 vectors with up to 8 sources at once: more warps share
 // each token, and each waits for one round of loads instead of one per batch of sources. With
 // more tokens, segments are 32 x EP_RED vectors with EP_BATCH sources at once.
-template <class Sources, class Opening>
+template <FirstSources FIRST = FirstSources::BeforeOpening, class Sources, class Opening>
 __device__ void reduce_tokens(__nv_bfloat16* out, int tokens, int hidden, Sources sources, Opening opening,
                               int lane) {
   if (tokens * red_segments<1>(hidden) <= warp_count())
-    reduce_span<1, 8>(out, tokens, hidden, sources, opening, lane);
+    reduce_span<1, 8, FIRST>(out, tokens, hidden, sources, opening, lane);
   else
-    reduce_span<EP_RED, EP_BATCH>(out, tokens, hidden, sources, opening, lane);
+    reduce_span<EP_RED, EP_BATCH, FIRST>(out, tokens, hidden, sources, opening, lane);
 }
 
 // Per-launch state of a kernel that signals peers: state[0] counts CTA arrivals over all

@@ -105,6 +105,11 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_nvl_ll(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
               ncclWindow_t llwin, size_t cap, uint32_t* epochs, ncclDevComm dc) {
+  // Nothing sent, no epoch used (the same on every rank): a launch that takes an epoch but
+  // exchanges nothing would let a rank start the launch after it in the other buffer without
+  // waiting for its peers, and the one after that in this launch's buffer while a slow peer
+  // may still read the launch before.
+  if (bytes == 0) return;
   const uint32_t flag = gb_begin_epoch(epochs);
   const size_t buf = flag & 1;
   const int me = dc.lsaRank, n = dc.lsaSize;

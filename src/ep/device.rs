@@ -145,6 +145,21 @@ pub fn one_cta_per_sm(gpu: &Gpu, f: &CudaFunction, need: u32) -> Result<u32> {
     Ok(smem)
 }
 
+/// Lets `f` launch with `need` bytes of dynamic shared memory: above the default 48 KB a kernel
+/// must opt in, up to what the GPU allows. (The HT notify kernels hold the whole count matrix,
+/// ranks x (ranks + local experts) words: 64 KB at 8 ranks of 2048 experts, or 128 ranks of 2.)
+pub fn dynamic_smem(gpu: &Gpu, f: &CudaFunction, need: u32, what: &str) -> Result<u32> {
+    let max = gpu.ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
+    if need > max {
+        return Err(crate::error::Error::env(
+            format!("{what} needs {need} bytes of shared memory per CTA; this GPU allows {max}"),
+            "use fewer ranks per EP group or fewer experts per rank",
+        ));
+    }
+    f.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, need as i32)?;
+    Ok(need)
+}
+
 /// This rank's inputs for one token count: tokens (BF16), the rows dispatch sends (the BF16
 /// tokens, or their FP8 quantization), routing, and the combined output.
 pub struct Inputs {

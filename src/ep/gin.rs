@@ -4,7 +4,7 @@
 //! stores into its node's ranks over NVLink and puts to the rest.
 //! The emulated forms run the same kernels on GIN emulated over NVLink between virtual nodes of
 //! one host (`--emulate-nodes N`), so the protocols are checked on any NVLink host.
-use super::device::{one_cta_per_sm, Args, Buf, Inputs, LayoutBufs};
+use super::device::{dynamic_smem, one_cta_per_sm, Args, Buf, Inputs, LayoutBufs};
 use super::layout::{self, ht_meta_bytes, ht_meta_offset};
 use super::metrics::{Mode, Phase};
 use super::reference::{Layout, Traffic};
@@ -203,7 +203,7 @@ impl Gin {
             .map(|name| {
                 let f = c.gpu.function("ep_gin", &format!("gb_ep_{}_{name}", kind.symbol()))?;
                 let smem = if *name == "ht_notify" {
-                    (r * w * 4) as u32
+                    dynamic_smem(c.gpu, &f, (r * w * 4) as u32, "the HT notify kernel")?
                 } else {
                     one_cta_per_sm(c.gpu, &f, 4 * (l as u32 + 1))?
                 };

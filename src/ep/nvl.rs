@@ -2,7 +2,7 @@
 //! LL: fixed per-(expert, source) slots, no host sync, CUDA-graph capturable; HT: count
 //! exchange, then each token once per destination rank, straight to its final row. Both combines
 //! read each token's rows in place from the ranks' expert output (a symmetric window).
-use super::device::{one_cta_per_sm, Args, Buf, Inputs, LayoutBufs};
+use super::device::{dynamic_smem, one_cta_per_sm, Args, Buf, Inputs, LayoutBufs};
 use super::layout::{self, ht_meta_bytes, ht_meta_offset};
 use super::metrics::{Mode, Phase};
 use super::reference::{Layout, Traffic};
@@ -47,7 +47,7 @@ enum Parts {
     Ht {
         recv: SymBuffer,
         layout: Box<LayoutBufs>,
-        notify: CudaFunction,
+        notify: Kernel,
         dispatch: Kernel,
         combine: Kernel,
         nstate: Buf,
@@ -114,7 +114,12 @@ impl Nvl {
                 Parts::Ht {
                     recv: SymBuffer::new(c.comm, r * t * (row + ht_meta_bytes(k)), stream)?,
                     layout: Box::new(LayoutBufs::new(c.gpu, &a)?),
-                    notify: c.gpu.function("ep", "gb_ep_ht_notify")?,
+                    notify: {
+                        // One CTA holding the count matrix, ranks x (ranks + local experts) words.
+                        let f = c.gpu.function("ep", "gb_ep_ht_notify")?;
+                        let smem = dynamic_smem(c.gpu, &f, (4 * r * (r + l)) as u32, "the HT notify kernel")?;
+                        Kernel { f, smem }
+                    },
                     dispatch: Kernel::new(c, "gb_ep_ht_dispatch")?,
                     combine: Kernel::new(c, "gb_ep_ht_combine")?,
                     nstate: Buf::zeros(c.gpu, 4)?,
@@ -171,12 +176,11 @@ impl EpImpl for Nvl {
             }
             Parts::Ht { recv, layout, notify, dispatch, nstate, offs, recv_per_expert, .. } => {
                 layout.launch(c.gpu, &a, inp.idx.ptr, self.ctas)?;
-                let (r, l) = (a.ranks as u32, a.local as u32);
                 let mat = o0 as u64;
-                let mut b = s.launch_builder(notify);
+                let mut b = s.launch_builder(&notify.f);
                 b.arg(&a).arg(&layout.totals.ptr).arg(&ctrl).arg(&mat).arg(&nstate.ptr);
                 b.arg(&offs.ptr).arg(&recv_per_expert.ptr).arg(&self.dev.raw);
-                unsafe { b.launch(grid(1, r * (r + l) * 4)) }?;
+                unsafe { b.launch(grid(1, notify.smem)) }?;
                 let meta_off = ht_meta_offset(c, &a);
                 let meta_bytes = ht_meta_bytes(a.topk as usize) as i32;
                 let (recv, flags) = (recv.win as u64, o1 as u64);

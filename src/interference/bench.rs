@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::gin_transport;
 use crate::harness::check::Checker;
 use crate::harness::{self, sizes, stats, watchdog, LoopParams};
+use crate::nccl::config::MAX_CTAS;
 use crate::nccl::{DevMem, Registration};
 use crate::report::table;
 use crate::results::{self, Env, Placement, Row, Status, Summary};
@@ -31,6 +32,39 @@ impl Config {
     fn fg_gin(&self) -> crate::gin_transport::GinRequest {
         self.ep_comm.gin.unwrap_or_default()
     }
+
+    /// See [`ep_fits_beside_background`].
+    fn check_ep_beside_background(&self, gpu: &Gpu) -> Result<()> {
+        if self.bg == BgOp::None {
+            return Ok(());
+        }
+        let env = std::env::var("NCCL_MAX_CTAS").ok();
+        ep_fits_beside_background(self.ctas, gpu.sm_count()?, env.as_deref(), self.dp_comm.nccl.max_ctas)
+    }
+}
+
+/// An EP kernel's CTAs wait on its last one (which publishes the counts), and the kernels run
+/// one CTA per SM: if the background's NCCL kernel holds SMs on one rank while the EP kernel holds
+/// them all on another, each waits on the other's rank for ever. So the foreground's `ctas` and
+/// the most the background may hold (`NCCL_MAX_CTAS`, which overrides the communicator's config,
+/// else `--dp-max-ctas`, else NCCL's limit) must fit the GPU's `sms` together.
+fn ep_fits_beside_background(ctas: u32, sms: u32, nccl_max_ctas: Option<&str>, dp_max_ctas: Option<i32>) -> Result<()> {
+    let from_env = nccl_max_ctas.and_then(|v| v.trim().parse::<i32>().ok()).filter(|&v| v > 0);
+    let (bg, why) = match (from_env, dp_max_ctas) {
+        (Some(v), _) => (v.min(MAX_CTAS), "NCCL_MAX_CTAS"),
+        (None, Some(v)) => (v, "--dp-max-ctas"),
+        (None, None) => (MAX_CTAS, "NCCL's limit; --dp-max-ctas lowers it"),
+    };
+    let room = sms.saturating_sub(bg as u32);
+    if ctas > room {
+        return Err(Error::usage(
+            format!(
+                "-V {ctas} and the background's up to {bg} CTAs ({why}) exceed the GPU's {sms} SMs: the EP kernels, whose CTAs wait on each other, could deadlock with it"
+            ),
+            format!("use -V 1..{room}, or a lower --dp-max-ctas"),
+        ));
+    }
+    Ok(())
 }
 
 impl Benchmark for Config {
@@ -94,7 +128,10 @@ impl Benchmark for Config {
 
     fn check_gpu(&self, gpu: &Gpu) -> Result<()> {
         match &self.fg {
-            Foreground::Ep { .. } => crate::ep::check_ctas(gpu, self.ctas)?,
+            Foreground::Ep { .. } => {
+                crate::ep::check_ctas(gpu, self.ctas)?;
+                self.check_ep_beside_background(gpu)?;
+            }
             Foreground::Alltoall { impls, .. } => crate::alltoall::registry::check_resident(impls, gpu, self.ctas)?,
         }
         let (least, greatest) = gpu.priority_range()?;
@@ -693,6 +730,27 @@ fn config_json(c: &Config) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ep_ctas_leave_the_background_its_sms() {
+        // H100: 132 SMs; NCCL may take up to 64 CTAs unless told otherwise.
+        assert!(ep_fits_beside_background(24, 132, None, None).is_ok());
+        assert!(ep_fits_beside_background(68, 132, None, None).is_ok());
+        let e = ep_fits_beside_background(69, 132, None, None).unwrap_err().to_string();
+        assert!(e.contains("-V 69 and the background's up to 64 CTAs (NCCL's limit") && e.contains("-V 1..68"), "{e}");
+        assert!(ep_fits_beside_background(124, 132, None, Some(8)).is_ok());
+        assert!(ep_fits_beside_background(125, 132, None, Some(8))
+            .unwrap_err()
+            .to_string()
+            .contains("(--dp-max-ctas)"));
+        // NCCL_MAX_CTAS overrides the communicator's config; what NCCL would not read is ignored.
+        assert!(ep_fits_beside_background(124, 132, Some("16"), Some(8))
+            .unwrap_err()
+            .to_string()
+            .contains("up to 16 CTAs (NCCL_MAX_CTAS)"));
+        assert!(ep_fits_beside_background(124, 132, Some("x"), Some(8)).is_ok());
+        assert!(ep_fits_beside_background(68, 132, Some("1000"), None).is_ok());
+    }
 
     #[test]
     fn the_foregrounds_gin_request_and_grant_land_in_config_comms() {

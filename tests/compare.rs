@@ -371,6 +371,30 @@ fn every_gpu_counts_in_the_environment() {
 }
 
 #[test]
+fn the_variables_nccl_reads_and_the_cuda_version_are_environment_differences() {
+    let vars = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let mut b = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0)]);
+    b.env.cuda = "13.0".into();
+    b.env.vars = vars(&[
+        ("NCCL_PROTO", "Simple"),
+        ("NCCL_VERSION", "2.28.3-1"),
+        ("NCCL_NET_PLUGIN", "/opt/a/libnccl-net-ginbench.so"),
+        ("GINBENCH_BIN", "a"),
+    ]);
+    let mut c = b.clone();
+    c.env.cuda = "13.1".into();
+    c.env.vars = vars(&[
+        ("NCCL_VERSION", "2.28.9-1"),
+        ("NCCL_NET_PLUGIN", "/home/b/libnccl-net-ginbench.so"),
+        ("GINBENCH_BIN", "b"),
+        ("FI_EFA_USE_DEVICE_RDMA", "1"),
+    ]);
+    let o = compare::compare(&b, &c, 0.05).unwrap();
+    assert_eq!(o.env_differences, ["CUDA: 13.0 -> 13.1", "FI_EFA_USE_DEVICE_RDMA: - -> 1", "NCCL_PROTO: Simple -> -"]);
+    assert!(o.passed, "flagged, not refused");
+}
+
+#[test]
 fn wrong_counts_do_not_overflow() {
     let b = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0), row("nvl", 1 << 20, 10.0, 10.0, 1)]);
     let mut c = b.clone();

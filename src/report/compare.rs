@@ -22,7 +22,7 @@
 //! sides) must be finite and above 0 as well, and the overlap in 0..1.
 use crate::results::{wrong_total, Kind, Mode, Phase, Row, Run, Status};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -476,10 +476,14 @@ pub fn mismatches(a: &Run, b: &Run) -> Vec<String> {
     [loopback_mismatch(a, b), build_mismatch(a, b)].into_iter().flatten().collect()
 }
 
-/// What differs between the two environments, in the fields that explain performance.
+/// What differs between the two environments, in the fields that explain performance: the
+/// software and hardware, and the variables NCCL and libfabric read (`NCCL_NET_PLUGIN` by its
+/// file name: where a build lives is not a setting; `NCCL_VERSION` is a container's label, and
+/// the library's version is compared itself).
 pub fn env_differences(a: &Run, b: &Run) -> Vec<String> {
-    let fields: [(&str, String, String); 8] = [
+    let fields: [(&str, String, String); 9] = [
         ("NCCL library", a.env.nccl.library.to_string(), b.env.nccl.library.to_string()),
+        ("CUDA", a.env.cuda.clone(), b.env.cuda.clone()),
         ("GPUs", a.env.gpu_summary(), b.env.gpu_summary()),
         ("ranks", a.env.ranks.to_string(), b.env.ranks.to_string()),
         ("hosts", a.env.hosts.len().to_string(), b.env.hosts.len().to_string()),
@@ -488,7 +492,25 @@ pub fn env_differences(a: &Run, b: &Run) -> Vec<String> {
         ("network", a.env.network.kind.clone(), b.env.network.kind.clone()),
         ("driver", a.env.driver.clone(), b.env.driver.clone()),
     ];
-    fields.into_iter().filter(|(_, x, y)| x != y).map(|(n, x, y)| format!("{n}: {x} -> {y}")).collect()
+    let mut d: Vec<String> =
+        fields.into_iter().filter(|(_, x, y)| x != y).map(|(n, x, y)| format!("{n}: {x} -> {y}")).collect();
+    let read = |r: &Run, k: &str| -> String {
+        let v = r.env.vars.get(k).map(String::as_str).unwrap_or("-");
+        if k == "NCCL_NET_PLUGIN" {
+            v.rsplit('/').next().unwrap_or(v).to_string()
+        } else {
+            v.to_string()
+        }
+    };
+    let names: BTreeSet<&String> = a.env.vars.keys().chain(b.env.vars.keys()).collect();
+    for k in names {
+        let tuned = ["NCCL_", "FI_", "OFI_"].iter().any(|p| k.starts_with(p)) && k != "NCCL_VERSION";
+        let (x, y) = (read(a, k), read(b, k));
+        if tuned && x != y {
+            d.push(format!("{k}: {x} -> {y}"));
+        }
+    }
+    d
 }
 
 pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String> {

@@ -199,6 +199,19 @@ fn junit_carries_environment_differences_and_no_control_characters() {
 }
 
 #[test]
+fn a_baseline_with_wrong_data_is_no_reference() {
+    // Its broken row was fast (a kernel that wrote nothing): a correct candidate would read as a
+    // regression, and a slow one beside a slow broken row would pass.
+    let mut b = run(vec![row("nvl", 1 << 20, 1.0, 1.0, 0), row("host", 1 << 20, 20.0, 20.0, 0)]);
+    b.rows[0].wrong = Some(3);
+    let c = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0), row("host", 1 << 20, 20.0, 20.0, 0)]);
+    let e = compare::compare(&b, &c, 0.05).unwrap_err();
+    assert!(e.contains("baseline row 'alltoall nvl 1048576 float out-of-place' (cycle 0) has 3 wrong elements"), "{e}");
+    b.rows[0].wrong = Some(0);
+    assert!(compare::compare(&b, &c, 0.05).is_ok());
+}
+
+#[test]
 fn fails_closed() {
     let b = run(vec![
         row("nvl", 1 << 20, 10.0, 10.0, 0),

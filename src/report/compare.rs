@@ -10,13 +10,14 @@
 //! the candidate did not (in any cycle), an interference background that covered less of the
 //! foreground than the baseline's (or whose overlap the candidate does not record), and a candidate
 //! run that ended in error fail it. A gate that compares nothing never passes, and runs that cannot
-//! be set against each other are refused as bad input: an empty baseline, one without an ok row or
-//! that ended in error, rows whose keys match nothing that can be timed, more rows of a key in a
+//! be set against each other are refused as bad input: an empty baseline, one without an ok row,
+//! with a row of wrong data or that ended in error, rows whose keys match nothing that can be timed, more rows of a key in a
 //! cycle than the baseline has, another rank or host count, settings that change what a time means
 //! (CUDA graphs, -a, -C, -z, -m, -V, virtual nodes, routing, seed, layer shape, layout,
-//! communicator knobs), rows that do not match the run's `-N` cycles (a row in a cycle the run did
-//! not have, or, in a run that finished, a row missing from one of its cycles), an ok row without a
-//! time, and impossible values (NaN, infinite, negative, zero or sub-nanosecond times; NaN,
+//! communicator knobs, the ceiling's CTAs), rows that do not match the run's `-N` cycles (a row in a cycle the run did
+//! not have, or, in a run that finished, a row missing from one of its cycles or not equally often
+//! in each), an ok row without a time, and impossible values (NaN, infinite, negative, zero,
+//! sub-nanosecond or over-a-week times; NaN,
 //! infinite or negative bandwidths). Interference rows gate on `time_us`, which is the foreground's
 //! together time: what a training step waits for; their alone / together times and slowdowns (both
 //! sides) must be finite and above 0 as well, and the overlap in 0..1.
@@ -316,6 +317,16 @@ pub fn check_baseline(run: &Run) -> Result<(), String> {
     }
     if run.rows.is_empty() {
         return Err("baseline has no rows: a gate that compares nothing cannot pass".into());
+    }
+    // A row that moved wrong data timed something else (a kernel that wrote nothing is fast):
+    // as a reference it would fail a correct candidate or pass a slow one.
+    if let Some(r) = run.rows.iter().find(|r| r.wrong.unwrap_or(0) > 0) {
+        return Err(format!(
+            "baseline row '{}' (cycle {}) has {} wrong elements: a broken run is no reference; record it again",
+            key(run.benchmark, r),
+            r.cycle,
+            r.wrong.unwrap_or(0)
+        ));
     }
     if !run.rows.iter().any(|r| r.status == Status::Ok && r.time_us.is_some()) {
         return Err(format!(

@@ -405,6 +405,11 @@ fn the_variables_nccl_reads_and_the_cuda_version_are_environment_differences() {
     let o = compare::compare(&b, &c, 0.05).unwrap();
     assert_eq!(o.env_differences, ["CUDA: 13.0 -> 13.1", "FI_EFA_USE_DEVICE_RDMA: - -> 1", "NCCL_PROTO: Simple -> -"]);
     assert!(o.passed, "flagged, not refused");
+    // Threads of one process against a process per rank.
+    let (mut threads, mut mpi) = (b.clone(), b.clone());
+    threads.config["local_ranks"] = 4.into();
+    mpi.config["local_ranks"] = 1.into();
+    assert_eq!(compare::compare(&threads, &mpi, 0.05).unwrap().env_differences, ["ranks per process: 4 -> 1"]);
 }
 
 #[test]

@@ -488,7 +488,7 @@ pub fn mismatches(a: &Run, b: &Run) -> Vec<String> {
 }
 
 /// What differs between the two environments, in the fields that explain performance: the
-/// software and hardware, and the variables NCCL and libfabric read (`NCCL_NET_PLUGIN` by its
+/// software and hardware, how ranks were launched, and the variables NCCL and libfabric read (`NCCL_NET_PLUGIN` by its
 /// file name: where a build lives is not a setting; `NCCL_VERSION` is a container's label, and
 /// the library's version is compared itself).
 pub fn env_differences(a: &Run, b: &Run) -> Vec<String> {
@@ -505,6 +505,13 @@ pub fn env_differences(a: &Run, b: &Run) -> Vec<String> {
     ];
     let mut d: Vec<String> =
         fields.into_iter().filter(|(_, x, y)| x != y).map(|(n, x, y)| format!("{n}: {x} -> {y}")).collect();
+    // Threads of one process or a process per rank (MPI): the host side differs.
+    let per_process = |r: &Run| r.config.get("local_ranks").and_then(|v| v.as_u64());
+    if let (Some(x), Some(y)) = (per_process(a), per_process(b)) {
+        if x != y {
+            d.push(format!("ranks per process: {x} -> {y}"));
+        }
+    }
     let read = |r: &Run, k: &str| -> String {
         let v = r.env.vars.get(k).map(String::as_str).unwrap_or("-");
         if k == "NCCL_NET_PLUGIN" {

@@ -334,6 +334,16 @@ impl Runner<'_> {
                 let bg_together = inside_mine.map_or(marks.bg_us(), |i| i.0);
                 times = (self.world_max(marks.fg_us(plan.fg_iters)), self.world_max(bg_together));
             };
+            // The alone time over as many iterations as the together window held: a window's
+            // fixed start (its first launch reaching an idle stream) weighs 1 / iterations in
+            // either, and a different count would read as a slowdown that is not there.
+            let fg_alone = if plan.fg_iters == cfg.common.iters {
+                fg_alone
+            } else {
+                let params = LoopParams { iters: plan.fg_iters, ..self.params() };
+                let t = harness::time_loop(self.fg_gpu, self.world, &params, &p.label, &mut |i| (p.op)(i))?;
+                self.reduce(t.mean_us)
+            };
             let (fg_wrong, bg_wrong, check_overlap) = self.check_together(p, fg_alone_max, bg_alone_max)?;
             let row = self.row(
                 p,

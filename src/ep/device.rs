@@ -131,23 +131,14 @@ pub fn read<T: Copy + Default>(gpu: &Gpu, ptr: u64, n: usize) -> Result<Vec<T>> 
 /// Dynamic shared memory for a kernel that needs `need` bytes and must run one CTA per SM (more
 /// than half an SM's), so that `ctas` CTAs occupy exactly `ctas` SMs. Raises the kernel's limit.
 pub fn one_cta_per_sm(gpu: &Gpu, f: &CudaFunction, need: u32) -> Result<u32> {
-    use sys::CUdevice_attribute as A;
-    let per_sm = gpu.ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)? as u32;
-    let max = gpu.ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
-    let smem = need.max(per_sm / 2 + 1024);
-    if smem > max {
-        return Err(crate::error::Error::env(
-            format!("EP kernels need {smem} bytes of shared memory per CTA; this GPU allows {max}"),
-            "use fewer ranks per EP group or fewer experts per rank",
-        ));
-    }
-    f.set_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)?;
-    Ok(smem)
+    let per_sm =
+        gpu.ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)? as u32;
+    dynamic_smem(gpu, f, need.max(per_sm / 2 + 1024), "an EP kernel")
 }
 
 /// Lets `f` launch with `need` bytes of dynamic shared memory: above the default 48 KB a kernel
 /// must opt in, up to what the GPU allows. (The HT notify kernels hold the whole count matrix,
-/// ranks x (ranks + local experts) words: 64 KB at 8 ranks of 2048 experts, or 128 ranks of 2.)
+/// ranks x (ranks + local experts) words: 64 KB at 8 ranks of 2048 experts each.)
 pub fn dynamic_smem(gpu: &Gpu, f: &CudaFunction, need: u32, what: &str) -> Result<u32> {
     let max = gpu.ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
     if need > max {

@@ -275,12 +275,17 @@ impl Runner<'_> {
         self.world.allgather_f64(&[v as f64]).iter().map(|x| x[0] as u64).sum()
     }
 
+    /// The foreground alone over `iters` timed iterations, through the standalone benchmarks' own
+    /// timing loop: this rank's time per operation.
+    fn fg_alone(&self, p: &Point, iters: u32) -> Result<f64> {
+        let params = LoopParams { iters, ..self.params() };
+        Ok(harness::time_loop(self.fg_gpu, self.world, &params, &p.label, &mut |i| (p.op)(i))?.mean_us)
+    }
+
     /// Every row of one foreground point: alone once, then per background size together.
     fn point(&mut self, p: &Point, out: &mut Output) -> Result<()> {
         let cfg = self.cfg;
-        // Alone: the standalone benchmarks' own timing loop on the same operation.
-        let alone = harness::time_loop(self.fg_gpu, self.world, &self.params(), &p.label, &mut |i| (p.op)(i))?;
-        let fg_alone_mine = alone.mean_us;
+        let fg_alone_mine = self.fg_alone(p, cfg.common.iters)?;
         let fg_alone = self.reduce(fg_alone_mine);
         let fg_alone_max = self.world_max(fg_alone_mine);
         if cfg.bg == BgOp::None {
@@ -340,9 +345,7 @@ impl Runner<'_> {
             let fg_alone = if plan.fg_iters == cfg.common.iters {
                 fg_alone
             } else {
-                let params = LoopParams { iters: plan.fg_iters, ..self.params() };
-                let t = harness::time_loop(self.fg_gpu, self.world, &params, &p.label, &mut |i| (p.op)(i))?;
-                self.reduce(t.mean_us)
+                self.reduce(self.fg_alone(p, plan.fg_iters)?)
             };
             let (fg_wrong, bg_wrong, check_overlap) = self.check_together(p, fg_alone_max, bg_alone_max)?;
             let row = self.row(

@@ -37,9 +37,9 @@ ncclConfig_t (--ep-* / --dp-* knobs; unset knobs keep NCCL's defaults and its NC
 
 -V sets the foreground device kernels' CTAs (= SMs; EP default 24); --dp-max-ctas bounds the CTAs of
 NCCL's kernels for the background. An EP foreground's CTAs wait on each other, so -V and the most
-the background may hold (NCCL_MAX_CTAS, else --dp-max-ctas, else 64) must fit the GPU's SMs. --profile-size takes a background size: its together window is
-wrapped in cuProfilerStart / Stop (nsys profile --capture-range=cudaProfilerApi). CUDA graphs (-G)
-are not offered here.";
+the background may hold (NCCL_MAX_CTAS, else --dp-max-ctas, else 64) must fit the GPU's SMs.
+--profile-size takes a background size: its together window is wrapped in cuProfilerStart / Stop
+(nsys profile --capture-range=cudaProfilerApi). CUDA graphs (-G) and -I 1 are not offered here.";
 
 /// The foreground operation's kind.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]

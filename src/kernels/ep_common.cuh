@@ -359,10 +359,10 @@ __device__ void reduce_span(__nv_bfloat16* out, int tokens, int hidden, Sources 
 // so a warp resolves a token's sources once for several segments. The first token's are resolved
 // before opening() (every thread calls it once: what must precede the reads, e.g. waiting for
 // the peers' ready flags), so their loads overlap that wait, unless FIRST says they read what
-// the opening waits for. When a 32-vector item for every
-// warp covers all tokens, segments are 32 vectors with up to 8 sources at once: more warps share
-// each token, and each waits for one round of loads instead of one per batch of sources. With
-// more tokens, segments are 32 x EP_RED vectors with EP_BATCH sources at once.
+// the opening waits for. When a 32-vector item for every warp covers all tokens, segments are 32
+// vectors with up to 8 sources at once: more warps share each token, and each waits for one round
+// of loads instead of one per batch of sources. With more tokens, segments are 32 x EP_RED
+// vectors with EP_BATCH sources at once.
 template <FirstSources FIRST = FirstSources::BeforeOpening, class Sources, class Opening>
 __device__ void reduce_tokens(__nv_bfloat16* out, int tokens, int hidden, Sources sources, Opening opening,
                               int lane) {

@@ -11,13 +11,13 @@
 //! foreground than the baseline's (or whose overlap the candidate does not record), and a candidate
 //! run that ended in error fail it. A gate that compares nothing never passes, and runs that cannot
 //! be set against each other are refused as bad input: an empty baseline, one without an ok row,
-//! with a row of wrong data or that ended in error, rows whose keys match nothing that can be timed, more rows of a key in a
-//! cycle than the baseline has, another rank or host count, settings that change what a time means
-//! (CUDA graphs, -a, -C, -z, -m, -V, virtual nodes, routing, seed, layer shape, layout,
-//! communicator knobs, the ceiling's CTAs), rows that do not match the run's `-N` cycles (a row in a cycle the run did
-//! not have, or, in a run that finished, a row missing from one of its cycles or not equally often
-//! in each), an ok row without a time, and impossible values (NaN, infinite, negative, zero,
-//! sub-nanosecond or over-a-week times; NaN,
+//! with a row of wrong data or that ended in error, rows whose keys match nothing that can be
+//! timed, more rows of a key in a cycle than the baseline has, another rank or host count,
+//! settings that change what a time means (CUDA graphs, -a, -C, -z, -m, -V, virtual nodes,
+//! routing, seed, layer shape, layout, communicator knobs, the ceiling's CTAs), rows that do not
+//! match the run's `-N` cycles (a row in a cycle the run did not have, or, in a run that finished,
+//! a row missing from one of its cycles or not equally often in each), an ok row without a time,
+//! and impossible values (NaN, infinite, negative, zero, sub-nanosecond or over-a-week times; NaN,
 //! infinite or negative bandwidths). Interference rows gate on `time_us`, which is the foreground's
 //! together time: what a training step waits for; their alone / together times and slowdowns (both
 //! sides) must be finite and above 0 as well, and the overlap in 0..1.
@@ -488,9 +488,9 @@ pub fn mismatches(a: &Run, b: &Run) -> Vec<String> {
 }
 
 /// What differs between the two environments, in the fields that explain performance: the
-/// software and hardware, how ranks were launched, and the variables NCCL and libfabric read (`NCCL_NET_PLUGIN` by its
-/// file name: where a build lives is not a setting; `NCCL_VERSION` is a container's label, and
-/// the library's version is compared itself).
+/// software and hardware, how ranks were launched, and the variables NCCL and libfabric read
+/// (`NCCL_NET_PLUGIN` by its file name: where a build lives is not a setting; not `NCCL_VERSION`,
+/// a container's label: the library's version is compared itself).
 pub fn env_differences(a: &Run, b: &Run) -> Vec<String> {
     let fields: [(&str, String, String); 9] = [
         ("NCCL library", a.env.nccl.library.to_string(), b.env.nccl.library.to_string()),

@@ -608,10 +608,7 @@ fn interference_build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Bloc
         ),
     );
     let all: Vec<InterferenceStats> = runs.iter().map(|l| interference_stats(&l.run)).collect();
-    let order = first_seen(runs.iter().flat_map(|l| l.run.rows.iter()).map(|r| r.impl_name.as_str()));
-    let mut fgs: Vec<String> = all.iter().flat_map(|s| s.keys().map(|k| k.0.clone())).collect();
-    fgs.sort_by_key(|f| (order.get(f.split(' ').next().unwrap_or("")).copied(), f.clone()));
-    fgs.dedup();
+    let fgs = foregrounds(runs, all.iter().flat_map(|s| s.keys().map(|k| &k.0)));
     for fg in &fgs {
         doc.push(Block::Heading(format!("foreground {fg}")));
         let mut sizes: Vec<u64> = all.iter().flat_map(|s| s.keys().filter(|k| &k.0 == fg).map(|k| k.1)).collect();
@@ -671,6 +668,15 @@ fn interference_build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Bloc
     Ok(doc)
 }
 
+/// Foreground section names, each once, in the order the runs' impls first appear.
+fn foregrounds<'a>(runs: &[Labeled], names: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let order = first_seen(runs.iter().flat_map(|l| l.run.rows.iter()).map(|r| r.impl_name.as_str()));
+    let mut fgs: Vec<String> = names.cloned().collect();
+    fgs.sort_by_key(|f| (order.get(f.split(' ').next().unwrap_or("")).copied(), f.clone()));
+    fgs.dedup();
+    fgs
+}
+
 /// Each foreground's time alone, run beside run: every row that ran records it, with or without
 /// a background, so runs of `--bg none` are read here, and set against the standalone benchmark
 /// (or another run) show what the harness adds.
@@ -685,17 +691,14 @@ fn alone_table(runs: &[Labeled]) -> Vec<Block> {
             acc.into_iter().filter_map(|(fg, v)| Some((fg, mean(v.into_iter())?))).collect()
         })
         .collect();
-    let order = first_seen(runs.iter().flat_map(|l| l.run.rows.iter()).map(|r| r.impl_name.as_str()));
-    let mut fgs: Vec<&String> = alone.iter().flat_map(|a| a.keys()).collect();
-    fgs.sort_by_key(|f| (order.get(f.split(' ').next().unwrap_or("")).copied(), f.to_string()));
-    fgs.dedup();
+    let fgs = foregrounds(runs, alone.iter().flat_map(|a| a.keys()));
     if fgs.is_empty() {
         return vec![];
     }
     let mut t = vec![vec!["foreground".to_string()]];
     t[0].extend(runs.iter().map(|l| format!("{} alone time", l.label)));
     t[0].extend(runs.iter().skip(1).map(|l| format!("{} / {} time", l.label, runs[0].label)));
-    for fg in fgs {
+    for fg in &fgs {
         let cells: Vec<Option<f64>> = alone.iter().map(|a| a.get(fg).copied()).collect();
         let mut row = vec![fg.clone()];
         row.extend(cells.iter().map(|c| c.map(num).unwrap_or_else(|| "-".into())));

@@ -501,6 +501,7 @@ mod tests {
             p99_us: None,
             wrong: None,
             extras: vec![],
+            timed_extras: vec![],
         };
         let (t, alg, bus) = shown(&red, true, 2 << 30, 4);
         assert_eq!(t, 5.0);

@@ -98,7 +98,8 @@ pub struct CommonArgs {
     /// CTAs for device kernels (0 = each impl's tuned default)
     #[arg(short = 'V', long = "device_cta_count", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1024))]
     pub cta_count: u32,
-    /// 1: add per-iteration p50 / p99 columns to the table (EP tables always show them)
+    /// 1: add per-iteration p50 / p99 columns to the table, of completion time also with -C 1 (EP tables
+    /// always show them)
     #[arg(short = 'I', long = "per_iter_timing", default_value = "0", value_parser = zero_or_one(), action = clap::ArgAction::Set)]
     pub per_iter_timing: bool,
     /// Write results as JSON (schema ginbench/1) to FILE (`-` for stdout; the table then goes to stderr)

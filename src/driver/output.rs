@@ -86,6 +86,10 @@ pub struct Reduced {
     pub wrong: Option<u64>,
     /// The caller's extra values, averaged over ranks.
     pub extras: Vec<f64>,
+    /// The caller's extra values of the rank whose `time_us` is shown (rank 0, the fastest or
+    /// the slowest); with `-a 1`, whose time is no one rank's, their mean. A bandwidth divides
+    /// these, so it is one rank's bytes over that rank's time, never more than any rank moved.
+    pub timed_extras: Vec<f64>,
 }
 
 /// Reduce one measurement over every rank (collective); `extras` are averaged.
@@ -104,13 +108,19 @@ pub fn reduce(
     let pick = |i: usize| all.iter().map(|v| v[i]).collect::<Vec<f64>>();
     let samples: Vec<Vec<f64>> = all.iter().map(|v| v[head..].to_vec()).collect();
     let pct = stats::percentiles(&stats::slowest_per_iteration(&samples));
+    let extras: Vec<f64> = (3..head).map(|i| pick(i).iter().sum::<f64>() / all.len() as f64).collect();
+    let timed_extras = match stats::chosen_rank(&pick(0), average) {
+        Some(r) => all[r][3..head].to_vec(),
+        None => extras.clone(),
+    };
     Reduced {
         time_us: stats::reduce(&pick(0), average),
         cpu_us: stats::reduce(&pick(1), average),
         p50_us: pct.map(|p| p.0),
         p99_us: pct.map(|p| p.1),
         wrong: wrong.map(|_| pick(2).iter().map(|&w| w.max(0.0) as u64).sum()),
-        extras: (3..head).map(|i| pick(i).iter().sum::<f64>() / all.len() as f64).collect(),
+        extras,
+        timed_extras,
     }
 }
 
@@ -320,8 +330,12 @@ mod tests {
             for r in &reds {
                 assert_eq!((r.time_us, r.cpu_us, r.wrong), (time, cpu, Some(3)), "-a {average:?}");
                 assert_eq!(r.extras, vec![0.5]);
-                // the slowest rank per iteration: 12 and 30
-                assert!((r.p50_us.unwrap() - 12.0).abs() < 0.01 && (r.p99_us.unwrap() - 30.0).abs() < 0.01);
+                // rank 1 has the slower mean, rank 0 the faster; -a 1's is no one rank's
+                let timed =
+                    [(Rank0, 0.0), (Mean, 0.5), (Min, 0.0), (Max, 1.0)].iter().find(|t| t.0 == average).unwrap().1;
+                assert_eq!(r.timed_extras, vec![timed], "-a {average:?}");
+                // the slowest rank per iteration: 12 and 30, whose p50 (as nccl-tests' sorted[n / 2]) is 30
+                assert!((r.p50_us.unwrap() - 30.0).abs() < 0.01 && (r.p99_us.unwrap() - 30.0).abs() < 0.01);
             }
         }
     }

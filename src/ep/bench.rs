@@ -277,7 +277,7 @@ impl State<'_> {
     fn row(&self, at: At, phase: Phase, sms: Option<u32>, m: &Measured) -> Row {
         let extras = [m.logical_bytes as f64, m.sent_bytes as f64, m.wire.nvl as f64, m.wire.net as f64];
         let red = driver::output::reduce(self.boot, self.cfg.common.average, &m.timing, m.wrong, &extras);
-        let bw = red.extras[0] / red.time_us / 1e3;
+        let bw = red.timed_extras[0] / red.time_us / 1e3;
         Row {
             size_bytes: red.extras[1].round() as u64,
             time_us: Some(red.time_us),

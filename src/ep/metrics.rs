@@ -25,11 +25,11 @@ pub fn bw_definition(mode: Mode) -> &'static str {
     match mode {
         Mode::Ll => {
             "deepep-ll: valid top-k selections of the rank's tokens x bytes per selection (dispatch BF16 2H, \
-             FP8 H + 4H/128 + 16; combine 2H), self and every peer included, mean over ranks / time"
+             FP8 H + 4H/128 + 16; combine 2H), self and every peer included, of the rank whose time is shown (mean over ranks with -a 1) / time"
         }
         Mode::Ht => {
             "deepep-ht: tokens the rank receives (once per rank, from itself included) x bytes per token \
-             (dispatch BF16 2H, FP8 H + 4H/128; combine 2H), mean over ranks / time"
+             (dispatch BF16 2H, FP8 H + 4H/128; combine 2H), of the rank whose time is shown (mean over ranks with -a 1) / time"
         }
     }
 }

@@ -9,11 +9,20 @@ crate::driver::cli::numbered_enum! {
 
 /// `values` (one a rank) reduced as `how` says.
 pub fn reduce(values: &[f64], how: Average) -> f64 {
+    match chosen_rank(values, how) {
+        Some(r) => values[r],
+        None => values.iter().sum::<f64>() / values.len() as f64,
+    }
+}
+
+/// The rank whose value `reduce` returns; None for the mean, which is no one rank's.
+pub fn chosen_rank(values: &[f64], how: Average) -> Option<usize> {
+    let by = |a: &(usize, &f64), b: &(usize, &f64)| a.1.total_cmp(b.1);
     match how {
-        Average::Rank0 => values[0],
-        Average::Min => values.iter().cloned().fold(f64::INFINITY, f64::min),
-        Average::Max => values.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
-        Average::Mean => values.iter().sum::<f64>() / values.len() as f64,
+        Average::Rank0 => Some(0),
+        Average::Min => values.iter().enumerate().min_by(by).map(|(r, _)| r),
+        Average::Max => values.iter().enumerate().max_by(by).map(|(r, _)| r),
+        Average::Mean => None,
     }
 }
 
@@ -24,9 +33,11 @@ pub fn slowest_per_iteration(per_rank: &[Vec<f64>]) -> Vec<f64> {
     (0..n).map(|i| per_rank.iter().map(|s| s[i]).fold(f64::NEG_INFINITY, f64::max)).collect()
 }
 
-/// p50 and p99 (µs) of samples in µs, recorded at nanosecond resolution, 4 significant digits.
-/// Each is the middle of its histogram bucket: HdrHistogram's own answer is the bucket's top,
-/// which read up to 0.1 % high at 3 digits (a p50 above the mean when every sample equals it).
+/// p50 and p99 (µs) of samples in µs, ranked as nccl-tests ranks them: p50 the sample at sorted
+/// index n/2 (the upper median of an even count), p99 the nearest rank ceil(0.99 n). Samples are
+/// recorded at nanosecond resolution, 4 significant digits, and each answer is the middle of its
+/// HdrHistogram bucket: the bucket's top, at 3 digits, put a p50 above the mean when every sample
+/// equals it.
 pub fn percentiles(samples_us: &[f64]) -> Option<(f64, f64)> {
     if samples_us.is_empty() {
         return None;
@@ -38,8 +49,18 @@ pub fn percentiles(samples_us: &[f64]) -> Option<(f64, f64)> {
     for &s in samples_us {
         h.saturating_record((s * 1000.0).round().max(1.0) as u64);
     }
-    let at = |q| h.median_equivalent(h.value_at_quantile(q)) as f64 / 1000.0;
-    Some((at(0.50), at(0.99)))
+    // The k-th smallest sample (1-based), in integers: a quantile times n in floating point can
+    // land a hair above a whole rank and pick the next one.
+    let kth = |k: u64| {
+        let mut seen = 0u64;
+        let v = h.iter_recorded().find(|v| {
+            seen += u64::from(v.count_at_value());
+            seen >= k
+        });
+        h.median_equivalent(v.expect("k is at most the count").value_iterated_to()) as f64 / 1000.0
+    };
+    let n = h.len();
+    Some((kth(n / 2 + 1), kth((99 * n).div_ceil(100))))
 }
 
 #[cfg(test)]
@@ -52,14 +73,24 @@ mod tests {
         assert_eq!(reduce(&v, Average::Mean), 3.0);
         assert_eq!(reduce(&v, Average::Min), 1.0);
         assert_eq!(reduce(&v, Average::Max), 6.0);
+        assert_eq!(chosen_rank(&[3.0, 1.0, 6.0], Average::Min), Some(1));
+        assert_eq!(chosen_rank(&[3.0, 1.0, 6.0], Average::Max), Some(2));
+        assert_eq!(chosen_rank(&v, Average::Mean), None);
         assert_eq!(slowest_per_iteration(&[vec![1.0, 5.0], vec![2.0, 3.0]]), vec![2.0, 5.0]);
     }
     #[test]
     fn percentiles_of_known_samples() {
         let s: Vec<f64> = (1..=100).map(|i| i as f64).collect();
         let (p50, p99) = percentiles(&s).unwrap();
-        assert!((p50 - 50.0).abs() < 0.1, "{p50}");
-        assert!((p99 - 99.0).abs() < 0.1, "{p99}");
+        // nccl-tests' ranks: sorted[n / 2] and sorted[ceil(0.99 n) - 1].
+        assert!((p50 - 51.0).abs() < 0.01, "{p50}");
+        assert!((p99 - 99.0).abs() < 0.01, "{p99}");
+        let (p50, p99) = percentiles(&[4.0, 1.0, 3.0]).unwrap();
+        assert!((p50 - 3.0).abs() < 0.01 && (p99 - 4.0).abs() < 0.01, "{p50} {p99}");
+        let (p50, p99) = percentiles(&[2.0, 1.0]).unwrap();
+        assert!((p50 - 2.0).abs() < 0.01 && (p99 - 2.0).abs() < 0.01, "{p50} {p99}");
+        let s: Vec<f64> = (1..=1000).map(|i| i as f64).collect();
+        assert_eq!(percentiles(&s).map(|(a, b)| (a.round(), b.round())), Some((501.0, 990.0)));
         assert!(percentiles(&[]).is_none());
     }
     #[test]

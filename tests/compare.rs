@@ -1048,3 +1048,31 @@ fn an_overlap_within_a_point_of_the_baselines_is_kept() {
     c.rows[0].overlap = Some(0.98);
     assert_eq!(compare::compare(&b, &c, 0.05).unwrap().findings[0].verdict, Verdict::OverlapLost);
 }
+
+/// A foreground that keeps its time by taking the background's SMs or links still slows the
+/// training step: the background's together time is gated by the same rule as the foreground's.
+#[test]
+fn a_slower_background_beside_an_unchanged_foreground_is_a_regression() {
+    let row = |bg_together: f64| common::interference_row(1 << 20, (100.0, 120.0), (50.0, bg_together), 0);
+    let b = common::interference_run(vec![row(60.0)]);
+    let o = compare::compare(&b, &common::interference_run(vec![row(90.0)]), 0.05).unwrap();
+    assert!(!o.passed);
+    assert_eq!(o.findings[0].verdict, Verdict::Regression);
+    assert!(
+        o.findings[0].detail.contains("the background's together time +50.0% and beyond"),
+        "{}",
+        o.findings[0].detail
+    );
+    // within the threshold, or faster, it passes
+    for t in [62.0, 40.0] {
+        assert!(compare::compare(&b, &common::interference_run(vec![row(t)]), 0.05).unwrap().passed, "{t}");
+    }
+    // and by the baseline's spread as the foreground is: 66 is +6.5 % but not beyond cycle 1's 70
+    let cycles = |t: [f64; 2]| {
+        (0..2).map(|c| common::interference_row(1 << 20, (100.0, 120.0), (50.0, t[c]), c as u32)).collect()
+    };
+    let b = common::interference_run(cycles([54.0, 70.0]));
+    let mut spread = b.clone();
+    spread.rows = cycles([66.0, 66.0]);
+    assert!(compare::compare(&b, &spread, 0.05).unwrap().passed);
+}

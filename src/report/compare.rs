@@ -19,8 +19,9 @@
 //! a row missing from one of its cycles or not equally often in each), an ok row without a time,
 //! and impossible values (NaN, infinite, negative, zero, sub-nanosecond or over-a-week times; NaN,
 //! infinite or negative bandwidths). Interference rows gate on `time_us`, which is the foreground's
-//! together time: what a training step waits for; their alone / together times and slowdowns (both
-//! sides) must be finite and above 0 as well, and the overlap in 0..1.
+//! together time, and on the background's together time (`background.together_us`), by the same
+//! rule: a training step waits for both; their alone / together times and slowdowns (both sides)
+//! must be finite and above 0 as well, and the overlap in 0..1.
 use crate::results::{wrong_total, Kind, Mode, Phase, Row, Run, Status};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -449,6 +450,38 @@ fn failed(rows: &[&Row]) -> Option<String> {
     Some(format!("failed in {} of {} cycles: {reason}", failed.len(), rows.len()))
 }
 
+/// A candidate's times against the baseline's: a regression is slower than the baseline by more
+/// than the threshold AND slower than its slowest repeated run.
+struct Timed {
+    change: f64,
+    limit: f64,
+    verdict: Verdict,
+    detail: String,
+}
+
+impl Timed {
+    /// Both sets of times are non-empty.
+    fn judge(base: &[f64], cand: &[f64], threshold: f64) -> Timed {
+        let (bt, ct) = (mean(base).unwrap(), mean(cand).unwrap());
+        // The baseline's own spread: its slowest repeated run. With one run there is none to go
+        // by (a per-iteration p99 is no spread of the mean: its extra events inflate it several
+        // times over at launch-bound sizes), so the threshold alone decides.
+        let limit = base.iter().cloned().fold(bt, f64::max);
+        let change = ct / bt - 1.0;
+        let pct = change * 100.0;
+        let (verdict, detail) = if change > threshold && ct > limit {
+            (Verdict::Regression, format!("{pct:+.1}% and beyond the baseline's spread"))
+        } else if change < -threshold {
+            (Verdict::Improvement, format!("{pct:+.1}%"))
+        } else if change > threshold {
+            (Verdict::Unchanged, format!("{pct:+.1}% but within the baseline's spread"))
+        } else {
+            (Verdict::Unchanged, String::new())
+        };
+        Timed { change, limit, verdict, detail }
+    }
+}
+
 fn mean(v: &[f64]) -> Option<f64> {
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
@@ -639,22 +672,29 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
             finding.verdict = Verdict::NotCompared;
             finding.detail = "zero bytes: nothing to time".into();
         } else {
-            let (bt, ct) = (mean(&b_times).unwrap(), mean(&c_times).unwrap());
-            // The baseline's own spread: its slowest repeated run. With one run there is none to
-            // go by (a per-iteration p99 is no spread of the mean: its extra events inflate it
-            // several times over at launch-bound sizes), so the threshold alone decides.
-            let limit = b_times.iter().cloned().fold(bt, f64::max);
-            let change = ct / bt - 1.0;
-            finding.change = Some(change);
-            finding.baseline_limit_us = Some(limit);
-            if change > threshold && ct > limit {
-                finding.verdict = Verdict::Regression;
-                finding.detail = format!("{:+.1}% and beyond the baseline's spread", change * 100.0);
-            } else if change < -threshold {
-                finding.verdict = Verdict::Improvement;
-                finding.detail = format!("{:+.1}%", change * 100.0);
-            } else if change > threshold {
-                finding.detail = format!("{:+.1}% but within the baseline's spread", change * 100.0);
+            let fg = Timed::judge(&b_times, &c_times, threshold);
+            finding.change = Some(fg.change);
+            finding.baseline_limit_us = Some(fg.limit);
+            (finding.verdict, finding.detail) = (fg.verdict, fg.detail);
+            // The background's together time: a foreground that keeps its own time by taking
+            // the background's SMs or links has still slowed the training step.
+            let bg_times = |rows: &[&Row]| -> Vec<f64> {
+                rows.iter()
+                    .filter(|r| r.status == Status::Ok)
+                    .filter_map(|r| r.background.as_ref()?.together_us)
+                    .collect()
+            };
+            let (b_bg, c_bg) = (bg_times(b), bg_times(c));
+            if fg.verdict != Verdict::Regression && !b_bg.is_empty() && !c_bg.is_empty() {
+                let bgj = Timed::judge(&b_bg, &c_bg, threshold);
+                if bgj.verdict == Verdict::Regression {
+                    finding.verdict = Verdict::Regression;
+                    finding.detail = format!(
+                        "the background's together time {}; the foreground's {:+.1}%",
+                        bgj.detail,
+                        fg.change * 100.0
+                    );
+                }
             }
         }
         findings.push(finding);

@@ -449,7 +449,14 @@ impl<'a> Phases<'a> {
                     self.dispatch_of(inp)
                 })?;
             }
-            bad += self.imp.check_layout(c, inp, &layout)?;
+            let moved: Vec<Routing>;
+            let reference = if checks.brk == Break::Layout {
+                moved = routing.iter().map(|r| r.with_first_moved(c.shape.experts)).collect();
+                self.layout_of(&moved)
+            } else {
+                self.layout_of(&routing)
+            };
+            bad += self.imp.check_layout(c, inp, &reference)?;
             let rec = self.imp.received(c, inp, &layout)?;
             bad += checks.rows(gpu, &inp.args, &rec, seed)?;
             if run {

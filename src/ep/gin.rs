@@ -89,7 +89,7 @@ struct Owned {
     layout: Option<Box<LayoutBufs>>,
     /// HT: the notify's offsets and rows per local expert.
     ht: Option<[Buf; 2]>,
-    ll: Option<[Buf; 3]>,
+    ll: Option<[Buf; 4]>,
 }
 
 pub struct Gin {
@@ -183,8 +183,8 @@ impl Gin {
                 let ranges = Buf::zeros(c.gpu, l * r * 8)?;
                 (b.sent, b.out, b.src_info, b.recv_count, b.ranges) =
                     (sent.ptr, out.ptr, src_info.ptr, recv_count.ptr, ranges.ptr);
-                owned.keep.extend([sent, ranges]);
-                owned.ll = Some([out, src_info, recv_count]);
+                owned.keep.push(sent);
+                owned.ll = Some([out, src_info, recv_count, ranges]);
                 &["ll_dispatch", "ll_combine"]
             }
             Mode::Ht => {
@@ -281,7 +281,7 @@ impl EpImpl for Gin {
 
     fn received(&self, c: &Ctx, inp: &Inputs, layout: &Layout) -> Result<Received> {
         match &self.owned.ll {
-            Some([out, src_info, recv_count]) => {
+            Some([out, src_info, recv_count, _]) => {
                 Ok(layout::ll_received(c, &inp.args, out, src_info, recv_count, self.y_ptr()))
             }
             None => layout::ht_received(c, layout, self.recv_ptr(), self.y_ptr()),
@@ -290,7 +290,9 @@ impl EpImpl for Gin {
 
     fn check_layout(&self, c: &Ctx, inp: &Inputs, layout: &Layout) -> Result<u64> {
         match (&self.owned.ll, &self.owned.ht) {
-            (Some([_, src_info, recv_count]), _) => layout::ll_check(c, &inp.args, layout, src_info, recv_count),
+            (Some([_, src_info, recv_count, ranges]), _) => {
+                layout::ll_check(c, &inp.args, layout, src_info, recv_count, Some(ranges))
+            }
             (None, Some([offs, per_expert])) => {
                 layout::ht_check(c, &inp.args, layout, offs, per_expert, self.recv_ptr())
             }

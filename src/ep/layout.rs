@@ -2,7 +2,7 @@
 //! and its checks against the host reference: LL rows packed per local expert, HT rows in
 //! (source rank, token) order with their top-k metadata.
 use super::device::{self, Args, Buf, ExpertSel, RowSet};
-use super::reference::Layout;
+use super::reference::{undesc, Layout};
 use super::{Ctx, Received};
 use crate::error::Result;
 
@@ -35,21 +35,49 @@ pub fn ll_received(c: &Ctx, a: &Args, out: &Buf, src_info: &Buf, recv_count: &Bu
     }
 }
 
-/// LL layout check: arrival order inside an (expert, source) segment is not deterministic, so
-/// each expert's rows are compared as sorted lists.
-pub fn ll_check(c: &Ctx, a: &Args, layout: &Layout, src_info: &Buf, recv_count: &Buf) -> Result<u64> {
-    let want = layout.expert_rows(c.boot.rank());
-    let counts = recv_count.read::<i32>(c.gpu, a.local as usize)?;
-    let cap = a.ranks as usize * c.max_tokens;
-    let info = src_info.read::<u32>(c.gpu, a.local as usize * cap)?;
+/// LL layout check: each expert's rows are its (expert, source) segments in source-rank order,
+/// the rows inside a segment in arrival order (not deterministic), so compared as a sorted list.
+/// `ranges`, where the impl keeps them on the receiver (the GIN impls: `[L][R]` (first, count),
+/// by which they pad their combine signals), must give each segment.
+pub fn ll_check(
+    c: &Ctx,
+    a: &Args,
+    layout: &Layout,
+    src_info: &Buf,
+    recv_count: &Buf,
+    ranges: Option<&Buf>,
+) -> Result<u64> {
+    let (l, r) = (a.local as usize, a.ranks as usize);
+    let cap = r * c.max_tokens;
+    let counts = recv_count.read::<i32>(c.gpu, l)?;
+    let info = src_info.read::<u32>(c.gpu, l * cap)?;
+    let ranges = ranges.map(|b| b.read::<i32>(c.gpu, 2 * l * r)).transpose()?;
+    Ok(ll_wrong(&layout.expert_rows(c.boot.rank()), &counts, &info, cap, r, ranges.as_deref()))
+}
+
+/// [`ll_check`] on what it read: `want` each local expert's descriptors in (source, token, slot)
+/// order, `counts` its rows, `info` its descriptors `cap` apart, `ranges` `[L][R]` (first, count).
+fn ll_wrong(want: &[Vec<u32>], counts: &[i32], info: &[u32], cap: usize, ranks: usize, ranges: Option<&[i32]>) -> u64 {
+    let src = |d: &u32| undesc(*d).0;
     let mut wrong = 0;
     for (le, w) in want.iter().enumerate() {
-        let n = (counts[le].max(0) as usize).min(cap);
-        let mut got = info[le * cap..le * cap + n].to_vec();
-        got.sort_unstable();
-        wrong += diff(&got, w);
+        let got = &info[le * cap..le * cap + (counts[le].max(0) as usize).min(cap)];
+        // A row in another source's segment is misplaced, whatever the multiset says.
+        wrong += got.iter().zip(w).filter(|(g, w)| src(g) != src(w)).count() as u64;
+        let mut sorted = got.to_vec();
+        sorted.sort_unstable();
+        wrong += diff(&sorted, w);
+        if let Some(ranges) = ranges {
+            let mut first = 0;
+            for s in 0..ranks {
+                let n = w.iter().filter(|d| src(d) == s).count() as i32;
+                let at = 2 * (le * ranks + s);
+                wrong += (ranges[at..at + 2] != [first, n]) as u64;
+                first += n;
+            }
+        }
     }
-    Ok(wrong)
+    wrong
 }
 
 /// HT dispatch output: rows in reference order at `recv`, so the descriptors and the expert's
@@ -144,5 +172,24 @@ mod tests {
         assert_eq!(diff(&[], &[desc(0, 0, 0)]), 1);
         assert_eq!(ht_meta_bytes(8), 80);
         assert_eq!(ht_meta_bytes(2), 32);
+    }
+
+    #[test]
+    fn ll_segments_must_be_in_source_order_and_ranges_must_give_them() {
+        // One local expert of 2 ranks, cap 4: rows (0, 1), (0, 5) from rank 0, (1, 2) from rank 1.
+        let want = vec![vec![desc(0, 1, 0), desc(0, 5, 0), desc(1, 2, 1)]];
+        let ranges = [0, 2, 2, 1];
+        let check = |info: &[u32], count: i32, ranges: &[i32]| ll_wrong(&want, &[count], info, 4, 2, Some(ranges));
+        let right = [desc(0, 5, 0), desc(0, 1, 0), desc(1, 2, 1), 0];
+        assert_eq!(check(&right, 3, &ranges), 0, "arrival order inside a segment is free");
+        // The same rows with rank 1's segment first: a multiset check alone passes it.
+        let swapped = [desc(1, 2, 1), desc(0, 5, 0), desc(0, 1, 0), 0];
+        assert_eq!(check(&swapped, 3, &ranges), 2);
+        assert_eq!(check(&right, 3, &[0, 2, 2, 0]), 1, "a wrong count in ranges");
+        assert_eq!(check(&right, 3, &[1, 2, 2, 1]), 1, "a wrong first in ranges");
+        assert_eq!(check(&right, 2, &ranges), 1, "one row missing");
+        assert_eq!(check(&[desc(0, 5, 0), desc(0, 1, 0), desc(1, 3, 1), 0], 3, &ranges), 2, "another token");
+        // Without ranges (nvl keeps them on the sources; its combine follows them), rows only.
+        assert_eq!(ll_wrong(&want, &[3], &swapped, 4, 2, None), 2);
     }
 }

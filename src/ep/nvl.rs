@@ -229,7 +229,9 @@ impl EpImpl for Nvl {
 
     fn check_layout(&self, c: &Ctx, inp: &Inputs, layout: &Layout) -> Result<u64> {
         match &self.parts {
-            Parts::Ll { src_info, recv_count, .. } => layout::ll_check(c, &inp.args, layout, src_info, recv_count),
+            Parts::Ll { src_info, recv_count, .. } => {
+                layout::ll_check(c, &inp.args, layout, src_info, recv_count, None)
+            }
             Parts::Ht { recv, offs, recv_per_expert, .. } => {
                 layout::ht_check(c, &inp.args, layout, offs, recv_per_expert, recv.ptr())
             }

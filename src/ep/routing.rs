@@ -121,6 +121,16 @@ impl Routing {
     pub fn get(&self, t: usize, k: usize) -> i32 {
         self.idx[t * self.topk + k]
     }
+
+    /// The negative control of the layout check (`GINBENCH_CHECK_BREAK=layout`): the same routing
+    /// with its first selection that goes anywhere moved to the next of `experts`.
+    pub fn with_first_moved(&self, experts: usize) -> Routing {
+        let mut r = self.clone();
+        if let Some(e) = r.idx.iter_mut().find(|e| **e >= 0) {
+            *e = (*e + 1) % experts as i32;
+        }
+        r
+    }
 }
 
 /// What determines every rank's routing.
@@ -162,19 +172,21 @@ impl RoutingSpec {
     }
 
     /// The tokens rank `rank` routes where every rank's buffers hold `tokens`. The timed runs
-    /// route them all. A checked run routes fewer on all ranks but at most one, each rank a
-    /// different count (where `tokens` allows) down to a little over half, so a kernel that
-    /// sized a peer's rows by its own count reads wrong. Which rank routes them all turns with
-    /// the check's seed (a check's second round, [`Seeds::second`], takes the next turn), and
-    /// one turn in n + 1 no rank does, so a rank alone also routes fewer than its buffers hold
-    /// in one of a check's rounds.
+    /// route them all. A check's first round routes fewer on every rank, each rank a different
+    /// count (where `tokens` allows) down to a little over half, turning with the check's seed:
+    /// a kernel that sized a peer's rows by its own count, or walked its buffers' capacity
+    /// instead of its tokens, reads wrong. Its second round ([`Seeds::second`]) routes them all
+    /// on every rank, as the timed runs do, so the receive buffers are checked up to the fill
+    /// the timed runs reach (every slot, where every token picks one rank's experts).
     ///
     /// [`Seeds::second`]: crate::harness::check::Seeds::second
     pub fn tokens_of(&self, rank: usize, tokens: usize) -> usize {
         let Some(seed) = self.check else { return tokens };
-        let turns = self.ranks + 1;
-        let turn = (seed & !(1 << 31)) as usize + (seed >> 31) as usize;
-        tokens - tokens * ((rank + turn) % turns) / (2 * turns)
+        if seed >> 31 == 1 {
+            return tokens;
+        }
+        let n = self.ranks.max(1);
+        tokens - tokens * ((rank + seed as usize) % n + 1) / (2 * (n + 1))
     }
 
     /// Rank `rank`'s routing for `tokens` tokens.
@@ -308,14 +320,13 @@ mod tests {
     }
 
     #[test]
-    fn a_check_routes_uneven_token_counts() {
+    fn a_check_routes_uneven_token_counts_then_every_token() {
         let s = spec(Generator::Uniform);
         assert!((0..4).all(|r| s.tokens_of(r, 128) == 128), "the timed runs route every token");
-        for seed in [1, 2, 3, 4, 5, Seeds::second(7), (1 << 31) - 1] {
+        for seed in [1, 2, 3, 4, 5, 7, (1 << 31) - 1] {
             let c = s.for_check(seed);
             let counts: Vec<usize> = (0..4).map(|r| c.tokens_of(r, 128)).collect();
-            assert!(counts.iter().all(|&t| t > 64 && t <= 128), "check {seed}: {counts:?}");
-            assert!(counts.iter().filter(|&&t| t == 128).count() <= 1, "check {seed}: {counts:?}");
+            assert!(counts.iter().all(|&t| t > 64 && t < 128), "check {seed}: {counts:?}");
             let mut distinct = counts.clone();
             distinct.sort();
             distinct.dedup();
@@ -323,11 +334,16 @@ mod tests {
             let routing = c.every_rank(128, 256, 8);
             assert_eq!(routing.iter().map(|r| r.tokens).collect::<Vec<_>>(), counts);
             assert!(routing.iter().all(|r| r.idx.len() == r.tokens * 8 && r.weight.len() == r.tokens * 8));
+            // The second round fills the buffers as the timed runs do.
+            let full = s.for_check(Seeds::second(seed));
+            assert!((0..4).all(|r| full.tokens_of(r, 128) == 128), "check {seed}");
         }
-        // Every rank routes all its tokens in some check, and fewer in others.
+        // Which rank routes how many turns with the seed: every rank takes every count.
         for r in 0..4 {
-            let full = (1..=5).filter(|&seed| s.for_check(seed).tokens_of(r, 128) == 128).count();
-            assert_eq!(full, 1, "rank {r}");
+            let mut seen: Vec<usize> = (1..=4).map(|seed| s.for_check(seed).tokens_of(r, 128)).collect();
+            seen.sort();
+            seen.dedup();
+            assert_eq!(seen.len(), 4, "rank {r}");
         }
         // Decoys route as many tokens, differently.
         let (c, d) = (s.for_check(3), s.for_check(3).for_decoy());
@@ -337,12 +353,20 @@ mod tests {
         }
         // One token stays one token.
         assert!((0..4).all(|r| s.for_check(3).tokens_of(r, 1) == 1));
-        // A rank alone routes fewer than its buffers hold in one round of every check.
+        // A rank alone routes fewer than its buffers hold in one round of every check, all in the other.
         let one = RoutingSpec { ranks: 1, ..s.clone() };
         for seed in [1, 2, 1000] {
             let rounds = [seed, Seeds::second(seed)].map(|sd| one.for_check(sd).tokens_of(0, 64));
-            assert!(rounds.contains(&64) && rounds.iter().any(|&t| t < 64), "check {seed}: {rounds:?}");
+            assert!(rounds[0] < 64 && rounds[1] == 64, "check {seed}: {rounds:?}");
         }
+    }
+
+    #[test]
+    fn the_layout_control_moves_one_selection() {
+        let r = Routing { tokens: 2, topk: 2, idx: vec![-1, 7, 3, -1], weight: vec![1.0; 4] };
+        assert_eq!(r.with_first_moved(8).idx, vec![-1, 0, 3, -1], "the first that goes anywhere, wrapped");
+        let none = Routing { tokens: 1, topk: 2, idx: vec![-1, -1], weight: vec![1.0; 2] };
+        assert_eq!(none.with_first_moved(8), none);
     }
 
     #[test]
@@ -469,13 +493,13 @@ mod tests {
 
     #[test]
     fn both_rounds_of_a_check_route_different_token_counts() {
-        // The second round takes another turn, for every rank count: with two ranks too, the
-        // rank that routes all its tokens in one round routes fewer in the other.
+        // For every rank count, every rank routes fewer in the first round than in the second.
         for ranks in 1..=4 {
             let s = RoutingSpec { ranks, ..spec(Generator::Uniform) };
             for seed in [1, 2, 3, 1000] {
                 let counts = |sd: u32| (0..ranks).map(|r| s.for_check(sd).tokens_of(r, 64)).collect::<Vec<_>>();
-                assert_ne!(counts(seed), counts(Seeds::second(seed)), "{ranks} ranks, check {seed}");
+                let (first, second) = (counts(seed), counts(Seeds::second(seed)));
+                assert!(first.iter().zip(&second).all(|(a, b)| a < b), "{ranks} ranks, check {seed}");
             }
         }
     }

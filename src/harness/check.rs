@@ -33,6 +33,10 @@ pub enum Break {
     /// of a peer's block (the own block needs no write, so one rank alone reads 0). EP: the rows,
     /// layout and combined tokens of the timed routing's values stay, so nearly all are wrong.
     NoOp,
+    /// EP: the layout check is handed a reference in which each source rank's first selection
+    /// chose the next expert, as a dispatch that put those rows there would have them: every
+    /// dispatch row must be counted wrong (descriptors, ranges, metadata, counts), no combine.
+    Layout,
 }
 
 impl Break {
@@ -44,9 +48,10 @@ impl Break {
             Ok("wrong-expert") => Ok(Break::WrongExpert),
             Ok("guard-overlap") => Ok(Break::GuardOverlap),
             Ok("no-op") => Ok(Break::NoOp),
+            Ok("layout") => Ok(Break::Layout),
             Ok(other) => Err(crate::error::Error::env(
                 format!("{}={other}: not a known break", Self::VAR),
-                format!("unset {}, or set it to wrong-expert, guard-overlap or no-op (test only)", Self::VAR),
+                format!("unset {}, or set it to wrong-expert, guard-overlap, no-op or layout (test only)", Self::VAR),
             )),
         }
     }

@@ -109,6 +109,9 @@ class Channel {
     int fd;
   };
   std::deque<Received> received;  // in arrival order; the owner takes what it understands
+  // Since when the first signal in `received` has waited for its window to be registered here
+  // (epoch: none waits).
+  Clock::time_point heldSince{};
 
   void sayBye();  // best effort, at close
 

@@ -449,35 +449,51 @@ Result createContexts(void* collComm, int nContexts, void** contextSet) {
   CollComm* c = liveComm(collComm, "createContext");
   if (c == nullptr) return kInvalidArgument;
   if (contextSet == nullptr) return fail(kInvalidArgument, "createContext: NULL rmaCtx pointer");
-  if (nContexts < 1 || nContexts > 1024) return fail(kInvalidArgument, "createContext: %d contexts", nContexts);
-  std::lock_guard<std::mutex> lock(c->mutex);
-  if (c->contextSet != nullptr || c->nContexts != 0) {
-    return fail(kInvalidUsage, "createContext: this connection already has its contexts");
+  if (nContexts < 1 || nContexts > kMaxContexts) {
+    return fail(kInvalidArgument, "createContext: %d contexts", nContexts);
   }
-  if (Result r = setContexts(*c, nContexts); r != kSuccess) return r;
-  ContextSet* s = new ContextSet;
-  s->comm = c;
-  c->contextSet = s;
+  std::lock_guard<std::mutex> lock(c->mutex);
+  if (c->v11) {
+    return fail(kInvalidUsage, "createContext: a GIN v11 connection has its one context from connect");
+  }
+  if (c->nContexts + nContexts > kMaxContexts) {
+    return fail(kInvalidArgument, "createContext: %d more contexts would exceed %d on this connection", nContexts,
+                kMaxContexts);
+  }
+  // NCCL >= 2.30 creates one set per device communicator on the same connection.
+  ContextSet* s = new ContextSet{c, addContexts(*c, nContexts), nContexts};
+  c->contextSets.insert(s);
   track(s, Kind::ContextSet);
   *contextSet = s;
   return kSuccess;
 }
 
-void* commOfContextSet(void* contextSet) {
+void* commOfContextSet(void* contextSet, int* context) {
   if (!isLive(contextSet, Kind::ContextSet)) {
     fail(kInvalidArgument, "%p is not a live RMA context (rmaCtx)", contextSet);
     return nullptr;
   }
-  return static_cast<ContextSet*>(contextSet)->comm;
+  const ContextSet& s = *static_cast<ContextSet*>(contextSet);
+  if (context != nullptr) {
+    if (*context < 0 || *context >= s.n) {
+      std::lock_guard<std::mutex> lock(s.comm->mutex);
+      noteError(*s.comm, fail(kInvalidArgument, "context %d, the rmaCtx has %d", *context, s.n));
+      return nullptr;
+    }
+    *context += s.base;
+  }
+  return s.comm;
 }
 
 Result destroyContexts(void* contextSet) {
-  CollComm* c = static_cast<CollComm*>(commOfContextSet(contextSet));
+  CollComm* c = static_cast<CollComm*>(commOfContextSet(contextSet, nullptr));
   if (c == nullptr) return kInvalidArgument;
   untrack(contextSet);
   {
+    // Its lanes stay until closeColl: their numbers are not reused, and ops NCCL never tested
+    // done still settle at close.
     std::lock_guard<std::mutex> lock(c->mutex);
-    c->contextSet = nullptr;
+    c->contextSets.erase(contextSet);
   }
   delete static_cast<ContextSet*>(contextSet);
   return kSuccess;
@@ -652,6 +668,11 @@ Result test(void* collComm, void* request, int* done) {
     const Part& p = req->parts[req->partsDone];
     if (p.sentLane != nullptr) {
       if (p.sentLane->sigSent >= p.ticket) continue;
+      if (p.ticket <= p.sentLane->sigLost) {
+        return noteError(c, fail(kRemoteError, "test: this op's signal to rank %d was dropped: that rank has closed "
+                                 "its end of the GIN connection",
+                                 p.sentLane->peer));
+      }
       if (Result r = pumpOutbox(c, *p.sentLane); r != kSuccess) return noteError(c, r);
       if (p.sentLane->sigSent < p.ticket) return kSuccess;
       continue;
@@ -782,11 +803,11 @@ Result closeColl(void* collComm) {
     c.requests.clear();
     for (MemHandle* h : c.handles) releaseHandle(c, h);
     c.handles.clear();
-    if (c.contextSet != nullptr) {
-      untrack(c.contextSet);
-      delete static_cast<ContextSet*>(c.contextSet);
-      c.contextSet = nullptr;
+    for (void* s : c.contextSets) {
+      untrack(s);
+      delete static_cast<ContextSet*>(s);
     }
+    c.contextSets.clear();
   }
   if (c.rank == 0) printStats("close of a rank-0 connection");
   if (Result r = leaveGroup(c); r != kSuccess && result == kSuccess) result = r;

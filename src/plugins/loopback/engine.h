@@ -63,6 +63,8 @@ Result progress(void* collComm);
 Result lastError(void* collComm, bool* hasError);
 
 // v14 passes its rmaCtx to the data path: the CollComm behind it, or null (logged) if invalid.
-void* commOfContextSet(void* contextSet);
+// The connection of a live rmaCtx; `context`, where given, is checked against the rmaCtx's and
+// turned into the connection's number for it.
+void* commOfContextSet(void* contextSet, int* context);
 
 }  // namespace gbl

@@ -58,7 +58,7 @@ Result rmaCreateContext(void* collComm, RmaConfigV14* config, void** rmaCtx) {
 
 Result rmaIput(void* rmaCtx, int context, uint64_t srcOff, void* srcMhandle, size_t size, uint64_t dstOff,
                void* dstMhandle, uint32_t rank, void** request) {
-  void* comm = commOfContextSet(rmaCtx);
+  void* comm = commOfContextSet(rmaCtx, &context);
   if (comm == nullptr) return kInvalidArgument;
   const PutArgs a{context, srcOff, srcMhandle, size, dstOff, dstMhandle, rank};
   return put(comm, a, request);
@@ -68,7 +68,7 @@ Result rmaIput(void* rmaCtx, int context, uint64_t srcOff, void* srcMhandle, siz
 Result rmaIputSignal(void* rmaCtx, int context, uint64_t srcOff, void* srcMhandle, size_t size, uint64_t dstOff,
                      void* dstMhandle, uint32_t rank, uint64_t signalOff, void* signalMhandle, uint64_t signalValue,
                      uint32_t signalOp, bool /*isStrongSignal*/, void** request) {
-  void* comm = commOfContextSet(rmaCtx);
+  void* comm = commOfContextSet(rmaCtx, &context);
   if (comm == nullptr) return kInvalidArgument;
   const PutArgs a{context,  srcOff, srcMhandle, size, dstOff, dstMhandle, rank,
                   true, signalOff, signalMhandle, signalValue, signalOp};
@@ -77,25 +77,25 @@ Result rmaIputSignal(void* rmaCtx, int context, uint64_t srcOff, void* srcMhandl
 
 Result rmaIget(void* rmaCtx, int context, uint64_t remoteOff, void* remoteMhandle, size_t size, uint64_t localOff,
                void* localMhandle, uint32_t rank, void** request) {
-  void* comm = commOfContextSet(rmaCtx);
+  void* comm = commOfContextSet(rmaCtx, &context);
   if (comm == nullptr) return kInvalidArgument;
   return get(comm, context, remoteOff, remoteMhandle, size, localOff, localMhandle, rank, request);
 }
 
 Result rmaIflush(void* rmaCtx, int context, void* /*mhandle*/, uint32_t rank, void** request) {
-  void* comm = commOfContextSet(rmaCtx);
+  void* comm = commOfContextSet(rmaCtx, &context);
   if (comm == nullptr) return kInvalidArgument;
   return flush(comm, context, rank, request);
 }
 
 Result rmaProgress(void* rmaCtx) {
-  void* comm = commOfContextSet(rmaCtx);
+  void* comm = commOfContextSet(rmaCtx, nullptr);
   if (comm == nullptr) return kInvalidArgument;
   return progress(comm);
 }
 
 Result rmaQueryLastError(void* rmaCtx, bool* hasError) {
-  void* comm = commOfContextSet(rmaCtx);
+  void* comm = commOfContextSet(rmaCtx, nullptr);
   if (comm == nullptr) return kInvalidArgument;
   return lastError(comm, hasError);
 }

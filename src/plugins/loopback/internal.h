@@ -5,7 +5,8 @@
 
 namespace gbl {
 
-Result setContexts(CollComm& c, int nContexts);
+// Appends `n` contexts to the connection; returns the number of the first.
+int addContexts(CollComm& c, int n);
 // Drops one rank's handle on a registration (freeing it when no rank holds it any more).
 void releaseHandle(CollComm& c, MemHandle* h);
 // Takes the rank out of its Group; the last one out drains (bounded) and frees the Group.

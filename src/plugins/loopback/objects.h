@@ -191,6 +191,7 @@ struct Lane {
   std::deque<OutSignal> outbox;
   uint64_t sigQueued = 0;
   uint64_t sigSent = 0;
+  uint64_t sigLost = 0;  // signals up to this one were dropped: their peer closed on purpose
 };
 
 struct CollComm {
@@ -203,9 +204,13 @@ struct CollComm {
   std::mutex mutex;  // everything below; NCCL calls one CollComm from its progress thread
   std::atomic<int> device{-1};  // this rank's CUDA device, from its first device window
   uint64_t regSeq = 0;
-  int nContexts = 0;  // v11: 1 from connect; v14: from createContext
-  void* contextSet = nullptr;
-  std::vector<Lane> lanes;  // [context * nranks + peer]
+  // Contexts: v11 has 1, from connect. v14 numbers the contexts of each createContext (one per
+  // NCCL device communicator) after those of the earlier ones, the same on every rank, since
+  // every rank creates them in the same order; a destroyed set's numbers are not reused.
+  int nContexts = 0;
+  bool v11 = false;
+  std::unordered_set<void*> contextSets;  // v14's live rmaCtx
+  std::deque<Lane> lanes;  // [context * nranks + peer]; a deque, as ops keep pointers to lanes
   std::unordered_set<Request*> requests;
   std::unordered_set<MemHandle*> handles;
   Result error = kSuccess;  // first failure of a data-path call, for queryLastError
@@ -217,15 +222,21 @@ struct CollComm {
   std::vector<std::unique_ptr<Channel>> channels;
   int epollFd = -1;              // every channel, so progress() finds traffic with one call
   std::vector<uint64_t> inSeq;   // [context * nranks + sender]: last signal applied
-  Result peerError = kSuccess;   // a peer process died: every later op fails
+  // A peer process died: every later op fails. Set from regMrSym's thread too, without `mutex`.
+  std::atomic<Result> peerError{kSuccess};
   std::atomic<bool> stashed{false};  // regMrSym left signals in a channel's queue for progress()
   std::chrono::steady_clock::time_point nextStateLine{};  // GINBENCH_LOOPBACK_STATS: see dumpState
   bool isLocal(int r) const { return local.empty() || local[static_cast<size_t>(r)] != 0; }
   bool anyRemote() const { return !channels.empty(); }
 };
 
-struct ContextSet {  // v14's rmaCtx
+// Contexts one connection may have, all its rmaCtx together.
+constexpr int kMaxContexts = 1024;
+
+struct ContextSet {  // v14's rmaCtx: the connection's contexts [base, base + n)
   CollComm* comm = nullptr;
+  int base = 0;
+  int n = 0;
 };
 
 // Process-wide table of live objects, so a stale, foreign or wrong-kind pointer is answered with

@@ -167,7 +167,9 @@ Result connect(void* handles[], int nranks, int rank, void* listenComm, int nCon
   c->rng = Rng(mix(mix(c->config.chaosSeed, static_cast<uint64_t>(rank)), (*gConnectsByRank)[rank]++));
   lock.unlock();
   // From here a failure must take the rank out of the group again.
-  Result r = nContexts > 0 ? setContexts(*c, nContexts) : kSuccess;
+  c->v11 = nContexts > 0;
+  if (nContexts > 0) addContexts(*c, nContexts);
+  Result r = kSuccess;
   if (r == kSuccess) r = connectPeers(*c, all, *l, key);
   if (r != kSuccess) {
     closePeers(*c);
@@ -180,19 +182,19 @@ Result connect(void* handles[], int nranks, int rank, void* listenComm, int nCon
   return kSuccess;
 }
 
-Result setContexts(CollComm& c, int nContexts) {
-  c.nContexts = nContexts;
-  c.lanes.clear();
-  c.lanes.resize(static_cast<size_t>(nContexts) * c.nranks);
-  for (int ctx = 0; ctx < nContexts; ctx++) {
+int addContexts(CollComm& c, int n) {
+  const int base = c.nContexts;
+  c.nContexts += n;
+  c.lanes.resize(static_cast<size_t>(c.nContexts) * c.nranks);
+  for (int ctx = base; ctx < c.nContexts; ctx++) {
     for (int p = 0; p < c.nranks; p++) {
       Lane& lane = c.lanes[static_cast<size_t>(ctx) * c.nranks + p];
       lane.context = ctx;
       lane.peer = p;
     }
   }
-  c.inSeq.assign(static_cast<size_t>(nContexts) * c.nranks, 0);
-  return kSuccess;
+  c.inSeq.resize(static_cast<size_t>(c.nContexts) * c.nranks, 0);
+  return base;
 }
 
 // Frees a registration once no rank holds it; under the group's mutex.

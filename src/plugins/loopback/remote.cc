@@ -35,8 +35,8 @@ bool firstReportOf(int pid) {
 }
 
 Result peerDied(CollComm& c, Channel& ch) {
-  if (c.peerError == kSuccess) {
-    c.peerError = kRemoteError;
+  Result none = kSuccess;
+  if (c.peerError.compare_exchange_strong(none, kRemoteError)) {
     const char* what = "GIN connection rank %d: rank %d (pid %d) is gone: %s; every pending and later operation of "
                        "this connection fails";
     if (firstReportOf(ch.peerPid())) {
@@ -97,6 +97,17 @@ bool windowKnown(CollComm& c, uint64_t seq, int q) {
   std::lock_guard<std::mutex> glock(g.mutex);
   auto it = g.regs.find(seq);
   return it != g.regs.end() && it->second->entries[q].arrived;
+}
+
+// Whether a signal into registration `seq` can be applied here now: this rank has entered that
+// registration and it has ended (ready, failed, or released since: applySignal then reports
+// it). One this rank has not reached yet, or still waits for, is not.
+bool signalWindowKnown(CollComm& c, uint64_t seq) {
+  if (seq >= c.regSeq) return false;
+  Group& g = *c.group;
+  std::lock_guard<std::mutex> glock(g.mutex);
+  auto it = g.regs.find(seq);
+  return it == g.regs.end() || it->second->ready || it->second->failed;
 }
 
 }  // namespace
@@ -216,7 +227,7 @@ Result collectWindows(CollComm& c, Registration& reg, bool* all) {
     if (!ch) continue;
     int q = ch->peer();
     Channel::Received rec{};
-    bool got = false;
+    bool got = false, closed = false;
     {
       std::lock_guard<std::mutex> lock(ch->mutex);
       Result r = ch->pump();
@@ -224,7 +235,7 @@ Result collectWindows(CollComm& c, Registration& reg, bool* all) {
       got = take(*ch, ChannelMsg::Reg, reg.seq, &rec);
       // Signals read here are applied by the next progress()/test().
       if (!ch->received.empty()) c.stashed.store(true, std::memory_order_release);
-      if (!got && ch->closedByPeer()) return closedPeer(c, *ch, "regMrSym");
+      closed = !got && ch->closedByPeer();
     }
     bool filled = false;
     {
@@ -235,6 +246,8 @@ Result collectWindows(CollComm& c, Registration& reg, bool* all) {
       if (got && rec.fd >= 0) close(rec.fd);
       continue;
     }
+    // A peer that closed after its window arrived (filled above) is no failure.
+    if (closed) return closedPeer(c, *ch, "regMrSym");
     if (!got) {
       *all = false;
       continue;
@@ -319,7 +332,12 @@ Result pumpOutbox(CollComm& c, Lane& lane) {
     m.e = o.delta;
     bool sent = false;
     if (ch.trySend(m, -1, &sent) != kSuccess) {
-      return ch.closedByPeer() && !ch.dead() ? closedPeer(c, ch, "signal") : peerDied(c, ch);
+      if (!ch.closedByPeer() || ch.dead()) return peerDied(c, ch);
+      // The peer closed on purpose: these signals can never be delivered. They fail once, here
+      // and in the tests of their ops, and the lane is emptied, so other lanes and peers go on.
+      lane.sigLost = lane.sigQueued;
+      lane.outbox.clear();
+      return closedPeer(c, ch, "signal");
     }
     if (!sent) return kSuccess;  // the socket is full: the owner is behind; try again later
     lane.outbox.pop_front();
@@ -333,8 +351,12 @@ Result peerFailure(CollComm& c) { return c.peerError; }
 Result progressPeers(CollComm& c) {
   if (!c.anyRemote()) return kSuccess;
   if (c.peerError != kSuccess) return c.peerError;
+  // A lane that fails (its peer closed) fails alone: the others are pumped and drained still.
+  Result first = kSuccess;
   for (Lane& lane : c.lanes) {
-    if (Result r = pumpOutbox(c, lane); r != kSuccess) return r;
+    Result r = pumpOutbox(c, lane);
+    if (c.peerError != kSuccess) return c.peerError;
+    if (first == kSuccess) first = r;
   }
   // Which channels have something: epoll, or all of them when regMrSym read some for us.
   Channel* ready[64];
@@ -361,7 +383,8 @@ Result progressPeers(CollComm& c) {
       Result r = ch.pump();
       for (auto it = ch.received.begin(); it != ch.received.end();) {
         if (it->msg.type == ChannelMsg::Signal) {
-          signals.push_back(*it);
+          if (it->fd >= 0) close(it->fd);  // a signal carries none
+          signals.push_back({it->msg, -1});
           it = ch.received.erase(it);
         } else if (it->msg.type == ChannelMsg::Reg && windowKnown(c, it->msg.a, ch.peer())) {
           // Another rank of this process imported it from its own channel: drop our copy.
@@ -375,15 +398,34 @@ Result progressPeers(CollComm& c) {
       if (r != kSuccess) c.stashed.store(true);  // apply what arrived first, then report
       if (ch.closedByPeer() && ch.dead()) return peerDied(c, ch);
     }
-    for (const Channel::Received& s : signals) {
-      if (s.fd >= 0) close(s.fd);
-      const ChannelMsg& m = s.msg;
-      int from = ch.peer();
-      if (m.from != static_cast<uint32_t>(from) || m.to != static_cast<uint32_t>(c.rank) ||
-          m.a >= static_cast<uint64_t>(c.nContexts)) {
-        return fail(kRemoteError, "a malformed signal message came from rank %d (context %llu of %d)", from,
-                    static_cast<unsigned long long>(m.a), c.nContexts);
+    // In order. A signal whose window (or context) this rank has not registered yet waits, with
+    // every later one of the channel, for the next progress: its sender may finish regMrSym (or
+    // createContext) before this rank does, and a NIC would have written it all the same. A
+    // signal that fails (its window deregistered here) is reported and the later ones are still
+    // applied, so one bad message does not end the channel's signals.
+    Result first = kSuccess;
+    const int from = ch.peer();
+    for (size_t i = 0; i < signals.size(); i++) {
+      const ChannelMsg& m = signals[i].msg;
+      if (m.from != static_cast<uint32_t>(from) || m.to != static_cast<uint32_t>(c.rank)) {
+        return fail(kRemoteError, "a malformed signal message came from rank %d (from %u to %u)", from, m.from, m.to);
       }
+      if (m.a >= static_cast<uint64_t>(c.nContexts) || !signalWindowKnown(c, m.c)) {
+        auto now = Clock::now();
+        if (ch.heldSince == Clock::time_point{}) ch.heldSince = now;
+        if (now - ch.heldSince > std::chrono::duration<double>(c.config.timeoutSeconds)) {
+          return fail(kRemoteError,
+                      "a signal from rank %d names window #%llu on context %llu, which rank %d did not register "
+                      "within %.0f s",
+                      from, static_cast<unsigned long long>(m.c), static_cast<unsigned long long>(m.a), c.rank,
+                      c.config.timeoutSeconds);
+        }
+        std::lock_guard<std::mutex> lock(ch.mutex);
+        ch.received.insert(ch.received.begin(), signals.begin() + static_cast<std::ptrdiff_t>(i), signals.end());
+        c.stashed.store(true, std::memory_order_release);
+        return first;
+      }
+      ch.heldSince = Clock::time_point{};
       uint64_t& last = c.inSeq[m.a * static_cast<uint64_t>(c.nranks) + static_cast<uint64_t>(from)];
       if (m.b != last + 1) {
         return fail(kInternalError, "signal message %llu from rank %d on context %llu arrived after %llu (lost or "
@@ -392,9 +434,10 @@ Result progressPeers(CollComm& c) {
                     static_cast<unsigned long long>(last));
       }
       last = m.b;
-      if (Result r = applySignal(c, static_cast<int>(m.a), from, m.c, m.d, m.e); r != kSuccess) return r;
+      Result r = applySignal(c, static_cast<int>(m.a), from, m.c, m.d, m.e);
+      if (first == kSuccess) first = r;
     }
-    return kSuccess;
+    return first;
   };
   if (all) {
     for (auto& ch : c.channels) {
@@ -406,7 +449,7 @@ Result progressPeers(CollComm& c) {
       if (Result r = drain(*ready[i]); r != kSuccess) return r;
     }
   }
-  return kSuccess;
+  return first;
 }
 
 Result closePeers(CollComm& c) {

@@ -640,8 +640,11 @@ static void caseRmaSpecifics() {
     void* ctx = nullptr;
     RmaConfigV14 cfg{3, -1, 1};
     CHECK_OK(m.createContext(comm, &cfg, &ctx));
-    void* again = nullptr;
-    CHECK_ERR(m.createContext(comm, &cfg, &again), "already has its contexts");
+    // A second set on the same connection, as NCCL >= 2.30 makes one per device communicator:
+    // its contexts are its own (0 and 1 here), and signals on them reach the peer.
+    void* second = nullptr;
+    RmaConfigV14 two{2, -1, 1};
+    CHECK_OK(m.createContext(comm, &two, &second));
     for (int i = 0; i < size; i++) mem[r][i] = static_cast<char>(r * 50 + i % 50);
     void* wh = reg(true, comm, mem[r].data(), mem[r].size());
     b.wait();
@@ -660,7 +663,24 @@ static void caseRmaSpecifics() {
     bool err = true;
     CHECK_OK(m.queryLastError(ctx, &err));
     CHECK(!err, "error reported after clean traffic");
-    CHECK_ERR(m.iput(ctx, 3, 0, wh, 8, 0, wh, peer, &req), "context 3, the connection has 3");
+    // The second set: a put with a signal on its context 1 lands on the peer (word 0 of the
+    // window's second half, after the get above read it).
+    uint64_t* word = reinterpret_cast<uint64_t*>(mem[r].data() + size);
+    const uint64_t before = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+    b.wait();
+    void* sreq = nullptr;
+    CHECK_OK(m.iputSignal(second, 1, 0, wh, 8, size + 8, wh, peer, size, wh, 1, kSignalOpInc, true, &sreq));
+    waitDone(true, comm, sreq);
+    b.wait();
+    for (int spin = 0; spin < 100000 && __atomic_load_n(word, __ATOMIC_ACQUIRE) == before; spin++) {
+      CHECK_OK(m.rmaProgress(second));
+    }
+    CHECK(__atomic_load_n(word, __ATOMIC_ACQUIRE) == before + 1, "no signal through the second rmaCtx on rank %d", r);
+    CHECK_ERR(m.iput(second, 2, 0, wh, 8, 0, wh, peer, &req), "context 2, the rmaCtx has 2");
+    CHECK_OK(m.queryLastError(ctx, &err));
+    CHECK(err, "queryLastError does not report the failed call");
+    CHECK_OK(m.destroyContext(second));
+    CHECK_ERR(m.iput(ctx, 3, 0, wh, 8, 0, wh, peer, &req), "context 3, the rmaCtx has 3");
     CHECK_OK(m.queryLastError(ctx, &err));
     CHECK(err, "queryLastError does not report the failed call");
     b.wait();
@@ -936,6 +956,8 @@ void caseMultiProcessChaos();
 void caseMultiProcessBroken();
 void caseMultiProcessPeerDeath();
 void caseExitWhileBusy();
+void caseSignalWaitsForItsWindow();
+void caseClosedPeerFailsAlone();
 int childMain(int argc, char** argv);
 
 static const Case kCases[] = {
@@ -967,6 +989,8 @@ static const Case kCases[] = {
     {"processes_broken_mode_is_caught", caseMultiProcessBroken},
     {"processes_peer_death", caseMultiProcessPeerDeath},
     {"exit_while_busy", caseExitWhileBusy},
+    {"processes_signal_waits_for_its_window", caseSignalWaitsForItsWindow},
+    {"processes_closed_peer_fails_alone", caseClosedPeerFailsAlone},
 };
 
 // Stands in for NCCL's logger: the bad-call cases provoke many warnings on purpose.

@@ -851,6 +851,144 @@ void caseExitWhileBusy() {
   }
 }
 
+// ---- signal delivery between processes: one rank per process --------------------------------
+
+namespace {
+
+// `contract_test --child <fd> deliver <scenario> <rank> <nranks>`: connects through the parent
+// (handle allgather), runs `scenario`, exits 0 when it held.
+//   held: rank 1 enters regMrSym first, its proxy thread progressing; rank 0 arrives last,
+//     returns at once and signals rank 1's window before rank 1's registration has ended. The
+//     signal must wait for it, not be dropped (and every later one with it).
+//   bye: rank 2 closes normally; rank 0's signal to it fails, and rank 0 still applies rank 1's
+//     signals after that, with at most one failing progress call, not one per call.
+int childDeliver(int coord, const std::string& scenario, int rank, int n) {
+  configure(nullptr, nullptr, "10");
+  const GinTableV11& G = ncclGinPlugin_v11;
+  std::vector<char> table(static_cast<size_t>(n) * kNetHandleMaxSize);
+  void* listen = nullptr;
+  if (G.listen(nullptr, 0, table.data() + rank * kNetHandleMaxSize, &listen) != kSuccess) return 20;
+  coordSend(coord, table.data() + rank * kNetHandleMaxSize, kNetHandleMaxSize);
+  if (coordRecv(coord, table.data(), table.size(), 30) != static_cast<ssize_t>(table.size())) return 21;
+  std::vector<void*> handles;
+  for (int r = 0; r < n; r++) handles.push_back(table.data() + r * kNetHandleMaxSize);
+  void* comm = nullptr;
+  if (G.connect(nullptr, handles.data(), n, rank, listen, &comm) != kSuccess) return 22;
+  auto barrier = [&] {
+    coordSend(coord, "B", 1);
+    char ack;
+    return coordRecv(coord, &ack, 1, 30) == 1;
+  };
+  auto wait = [&](void* req) {
+    for (auto until = Clock::now() + std::chrono::seconds(10); Clock::now() < until;) {
+      int done = 0;
+      if (G.test(comm, req, &done) != kSuccess) return false;
+      if (done) return true;
+    }
+    return false;
+  };
+  auto word = [](uint64_t* w) { return __atomic_load_n(w, __ATOMIC_ACQUIRE); };
+  alignas(8) static uint64_t sig[8];
+  void *mh = nullptr, *gh = nullptr;
+  int code = 0;
+  if (scenario == "held") {
+    std::atomic<bool> stop{false};
+    std::thread proxy;
+    if (rank == 1) {
+      proxy = std::thread([&] {
+        while (!stop) G.ginProgress(comm);
+      });
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (G.regMrSym(comm, sig, sizeof sig, kPtrHost, 0, &mh, &gh) != kSuccess) return 23;
+    if (rank == 0) {
+      for (int i = 0; i < 3 && code == 0; i++) {
+        void* req = nullptr;
+        if (G.iputSignal(comm, 0, nullptr, 0, 0, nullptr, 1, 0, mh, 1, kSignalOpInc, &req) != kSuccess || !wait(req)) {
+          code = 24;
+        }
+      }
+    } else {
+      auto until = Clock::now() + std::chrono::seconds(5);
+      while (word(&sig[0]) < 3 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (word(&sig[0]) != 3) code = 25;
+      stop = true;
+      proxy.join();
+    }
+    if (!barrier()) return 26;
+  } else if (scenario == "bye") {
+    if (G.regMrSym(comm, sig, sizeof sig, kPtrHost, 0, &mh, &gh) != kSuccess) return 23;
+    if (!barrier()) return 26;
+    if (rank == 2) {
+      G.closeColl(comm);
+      barrier();  // closed
+      barrier();  // rank 0 has signalled it
+      barrier();  // rank 1 has signalled rank 0
+      return 0;
+    }
+    barrier();
+    if (rank == 0) {
+      void* req = nullptr;
+      Result r = G.iputSignal(comm, 0, nullptr, 0, 0, nullptr, 2, 0, mh, 1, kSignalOpInc, &req);
+      if (r == kSuccess && wait(req)) code = 27;  // a signal to a closed rank cannot be done
+    }
+    barrier();
+    if (rank == 1) {
+      void* req = nullptr;
+      if (G.iputSignal(comm, 0, nullptr, 0, 0, nullptr, 0, 0, mh, 1, kSignalOpInc, &req) != kSuccess || !wait(req)) {
+        code = 28;
+      }
+    }
+    barrier();
+    if (rank == 0) {
+      int failed = 0;
+      for (int i = 0; i < 200 && word(&sig[0]) == 0; i++) {
+        failed += G.ginProgress(comm) != kSuccess;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      if (word(&sig[0]) != 1) code = 29;
+      if (failed > 1) code = 30;
+    }
+  }
+  if (G.deregMrSym(comm, mh) != kSuccess && code == 0 && scenario != "bye") code = 31;
+  G.closeColl(comm);
+  G.closeListen(listen);
+  return code;
+}
+
+// Runs `scenario` on `n` ranks, one child process each, as their coordinator.
+void deliver(const char* scenario, int n) {
+  std::vector<Child> kids;
+  for (int r = 0; r < n; r++) kids.push_back(spawn({"deliver", scenario, std::to_string(r), std::to_string(n)}));
+  std::vector<char> table(static_cast<size_t>(n) * kNetHandleMaxSize);
+  bool ok = true;
+  for (int r = 0; r < n; r++) {
+    ok = ok && coordRecv(kids[r].fd, table.data() + r * kNetHandleMaxSize, kNetHandleMaxSize, 30) ==
+                   static_cast<ssize_t>(kNetHandleMaxSize);
+  }
+  for (Child& k : kids) ok = ok && coordSend(k.fd, table.data(), table.size());
+  // Barriers until the children are done (each leaves by closing its end).
+  while (ok) {
+    int in = 0;
+    for (Child& k : kids) {
+      char b;
+      in += coordRecv(k.fd, &b, 1, 30) == 1;
+    }
+    if (in == 0) break;
+    for (Child& k : kids) coordSend(k.fd, "A", 1);
+  }
+  for (int r = 0; r < n; r++) {
+    int code = reap(kids[r], 30);
+    CHECK(code == 0, "%s: rank %d exited %d", scenario, r, code);
+  }
+}
+
+}  // namespace
+
+void caseSignalWaitsForItsWindow() { deliver("held", 2); }
+void caseClosedPeerFailsAlone() { deliver("bye", 3); }
+
 // `contract_test --child <fd> net <mode>` / `--child <fd> gin <proc> <variant>`.
 int childMain(int argc, char** argv) {
   if (argc < 4) return 2;
@@ -861,6 +999,7 @@ int childMain(int argc, char** argv) {
   if (role == "net" && argc >= 5) code = childNet(coord, argv[4]);
   if (role == "gin" && argc >= 6) code = childGin(coord, atoi(argv[4]), argv[5]);
   if (role == "exit" && argc >= 5) code = childExitWhileBusy(argv[4]);
+  if (role == "deliver" && argc >= 7) code = childDeliver(coord, argv[4], atoi(argv[5]), atoi(argv[6]));
   fflush(stdout);
   fflush(stderr);
   return code;

@@ -411,7 +411,11 @@ pub fn check_writable(path: &Path, flag: &str) -> Result<()> {
     if path == Path::new("-") {
         return Err(Error::usage(format!("{flag} - : {flag} writes a file, not stdout"), "name a file"));
     }
-    if path.as_os_str().to_string_lossy().ends_with('/') || path.is_dir() {
+    // `x.json/.` and `x.json/..` name folders too, though Path drops a trailing `.` and sees a
+    // file name `x.json`: the rename at the end would fail, after the work.
+    let text = path.as_os_str().to_string_lossy();
+    let last = text.rsplit('/').next().unwrap_or("");
+    if text.ends_with('/') || last == "." || last == ".." || path.is_dir() {
         return Err(Error::usage(format!("{flag} {shown} names a folder"), "give a file name"));
     }
     if path.exists() && !path.is_file() {
@@ -468,6 +472,10 @@ mod tests {
         assert!(e.msg.contains("does not exist"), "{e}");
         let e = check_writable(&dir, "--csv").unwrap_err();
         assert!(e.msg.contains("names a folder"), "{e}");
+        for p in ["x.json/.", "x.json/..", ".", ".."] {
+            let e = check_writable(Path::new(p), "-J").unwrap_err();
+            assert!(e.msg.contains("names a folder"), "{p}: {e}");
+        }
         let e = check_writable(Path::new("x.json/"), "-J").unwrap_err();
         assert!(e.msg.contains("names a folder"), "{e}");
         let e = check_writable(Path::new("-"), "--junit").unwrap_err();

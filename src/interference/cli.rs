@@ -374,8 +374,10 @@ impl Config {
             }
         };
         let layout = common.ranks.map(|n| layout(n, a.ep, a.dp, common.emulate_nodes)).transpose()?;
-        if let (Foreground::Ep { shape, .. }, Some(l)) = (&fg, &layout) {
-            shape.validate(l.ep)?;
+        // With the world size unknown yet (a launcher that does not say it), the shape's own
+        // limits are still checked here, as ep_perf does; the ranks' share after start.
+        if let Foreground::Ep { shape, .. } = &fg {
+            shape.validate(layout.as_ref().map_or(0, |l| l.ep))?;
         }
         let ctas = match (&fg, common.ctas) {
             (_, v) if v > 0 => v,

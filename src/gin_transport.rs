@@ -179,12 +179,13 @@ pub fn record_granted(boot: &dyn Bootstrap, config: &mut serde_json::Value, at: 
 
 /// `--emulate-nodes N` on the command line: at least one node; given whenever an `-emu` impl is
 /// named (`-D all` runs them only where it is given); and given only where something uses it: an
-/// `-emu` impl, or the loopback backend (whose processes become that many nodes to NCCL).
+/// `-emu` impl, or the loopback backend under mpirun / srun (`nccl_nodes`: its processes become
+/// that many nodes to NCCL; threads of one process stay one node).
 pub fn check_emulate_nodes(
     nodes: Option<usize>,
     impls_all: bool,
     first_emu: Option<&str>,
-    loopback: bool,
+    nccl_nodes: bool,
 ) -> Result<()> {
     match (nodes, impls_all, first_emu) {
         (Some(0), ..) => Err(Error::usage(
@@ -195,9 +196,9 @@ pub fn check_emulate_nodes(
             format!("implementation '{name}' runs on virtual nodes"),
             "add --emulate-nodes N (N divides the number of ranks)",
         )),
-        (Some(n), false, None) if !loopback => Err(Error::usage(
-            format!("--emulate-nodes {n} splits the ranks for gin-emu / hybrid-emu (or, with --gin-backend loopback, for NCCL), and this run has neither"),
-            "drop it, or add an -emu impl to -D",
+        (Some(n), false, None) if !nccl_nodes => Err(Error::usage(
+            format!("--emulate-nodes {n} splits the ranks for gin-emu / hybrid-emu (or, with --gin-backend loopback under mpirun / srun, one process per rank, for NCCL), and this run has neither"),
+            "drop it, add an -emu impl to -D, or start one process per GPU (mpirun -np <GPUs>)",
         )),
         _ => Ok(()),
     }

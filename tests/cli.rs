@@ -60,6 +60,11 @@ fn bad_input_is_one_line_and_exit_6() {
         (vec!["--require-gin", "-D", "host"], "--require-gin applies to the impls on NCCL's GIN"),
         (vec!["-g", "2", "--emulate-nodes", "2", "-D", "host"], "this run has neither"),
         (vec!["--gin-backend", "loopback"], "--gin-backend loopback carries GIN for gin / hybrid"),
+        // Threads of one process are one node to NCCL: only processes (mpirun) split it.
+        (vec!["-g", "2", "--emulate-nodes", "2", "--gin-backend", "loopback", "-D", "gin"], "under mpirun / srun"),
+        (vec!["-g", "2", "--emulate-nodes", "2", "--gin-backend", "loopback", "-D", "host"], "this run has neither"),
+        // A path ending in /. names a folder though it reads as x.json.
+        (vec!["-J", "x.json/."], "names a folder"),
         // A file name the results could never be written under, found before the run.
         (vec!["-J", &"x".repeat(300)], "the file name is over the 255 bytes"),
     ] {

@@ -79,3 +79,21 @@ fn readme_mpi_check_after_source_ci_env() {
     assert!(out.status.success(), "{text}\n{err}");
     assert_eq!(text.matches("allgather, broadcast, reduce ok").count(), 2, "{text}");
 }
+
+/// A process the launcher calls rank 1 of 2 that MPI starts as a world of one (an MPI library not
+/// the launcher's, srun without PMI) must stop, not run alone on GPU 0 and write the shared -J.
+#[test]
+fn a_world_that_contradicts_the_launcher_is_refused() {
+    if std::env::var_os("MPICC").is_none() && std::env::var_os("GINBENCH_REQUIRE_MPI").is_none() {
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_ginbench"))
+        .arg("mpi-check")
+        .env("OMPI_COMM_WORLD_SIZE", "2")
+        .env("OMPI_COMM_WORLD_RANK", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(8), "{err}\n{}", String::from_utf8_lossy(&out.stdout));
+    assert!(err.contains("MPI says rank 0 of 1, the launcher rank 1 of 2"), "{err}");
+}

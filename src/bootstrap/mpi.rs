@@ -136,7 +136,17 @@ impl MpiRank {
                 "start it with the mpirun of the MPI it loads (source ci/env), and check with `mpirun -np 2 ginbench mpi-check`",
             ));
         }
-        Ok(MpiRank { shim, rank: rank as usize, size: size as usize })
+        let (rank, size) = (rank as usize, size as usize);
+        // An MPI library that is not the launcher's (or srun without PMI) makes every process a
+        // world of one: each would run alone on GPU 0 and write the same results file.
+        if let Some((lrank, lsize)) = crate::driver::cli::launcher_rank().filter(|&l| l != (rank, size)) {
+            return Err(Error::env(
+                format!("MPI says rank {rank} of {size}, the launcher rank {lrank} of {lsize}"),
+                "start it with the mpirun of the MPI it loads (source ci/env, or put that MPI's lib folder on \
+                 LD_LIBRARY_PATH), or give srun --mpi=pmix; check with `mpirun -np 2 ginbench mpi-check`",
+            ));
+        }
+        Ok(MpiRank { shim, rank, size })
     }
 
     /// A failed MPI call: one line, then stop every rank (the others may wait in a collective).

@@ -321,12 +321,20 @@ impl Common {
             ));
         }
         let loopback = a.gin_backend == crate::gin_backend::Backend::Loopback;
-        crate::gin_transport::check_emulate_nodes(a.emulate_nodes, asked.all, asked.first_emu, loopback)?;
-        // Loopback carries GIN for gin / hybrid, and with --emulate-nodes NCCL's traffic between
-        // the virtual nodes (so host runs on it too); with neither it would change nothing.
-        if loopback && !asked.real_gin && !asked.all && a.emulate_nodes.is_none() {
+        // NCCL sees virtual nodes only where each process is one (NCCL_HOSTID per process):
+        // threads of one process are one node whatever --emulate-nodes says.
+        let per_process = crate::bootstrap::launched_by_mpi();
+        crate::gin_transport::check_emulate_nodes(
+            a.emulate_nodes,
+            asked.all,
+            asked.first_emu,
+            loopback && per_process,
+        )?;
+        // Loopback carries GIN for gin / hybrid, and with --emulate-nodes under mpirun NCCL's
+        // traffic between the virtual nodes (so host runs on it too); else it changes nothing.
+        if loopback && !asked.real_gin && !asked.all && !(per_process && a.emulate_nodes.is_some()) {
             return Err(Error::usage(
-                "--gin-backend loopback carries GIN for gin / hybrid (or, with --emulate-nodes, NCCL's traffic between virtual nodes), and this run has neither",
+                "--gin-backend loopback carries GIN for gin / hybrid (or, with --emulate-nodes under mpirun / srun, NCCL's traffic between virtual nodes), and this run has neither",
                 "drop it, or add gin / hybrid to -D",
             ));
         }

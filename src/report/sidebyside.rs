@@ -301,17 +301,20 @@ fn best_per_size(runs: &[Labeled], all: &[Stats]) -> Vec<Block> {
     let has_auto = all.iter().any(|s| s.keys().any(|k| k.0 == AUTO));
     let mut doc = vec![];
     for (dtype, placement) in groups {
-        let at = |s: &Stats, z: u64| -> Vec<(String, f64, Option<f64>)> {
-            s.iter()
-                .filter(|(k, _)| (&k.1, &k.2, k.3) == (dtype, placement, z))
-                .map(|(k, v)| (k.0.clone(), v.0, v.1))
-                .collect()
-        };
-        // Size 0 moves nothing: no impl is best there.
-        let sizes: BTreeSet<u64> = all
+        // Each run's (impl, time, busbw) by size, indexed once: scanning every run per size took
+        // time quadratic in the sizes (minutes at 10,000-point sweeps).
+        let by_size: Vec<BTreeMap<u64, Vec<(&String, f64, Option<f64>)>>> = all
             .iter()
-            .flat_map(|s| s.keys().filter(|k| (&k.1, &k.2) == (dtype, placement) && k.3 > 0).map(|k| k.3))
+            .map(|s| {
+                let mut m: BTreeMap<u64, Vec<_>> = BTreeMap::new();
+                for (k, v) in s.iter().filter(|(k, _)| (&k.1, &k.2) == (dtype, placement)) {
+                    m.entry(k.3).or_default().push((&k.0, v.0, v.1));
+                }
+                m
+            })
             .collect();
+        // Size 0 moves nothing: no impl is best there.
+        let sizes: BTreeSet<u64> = by_size.iter().flat_map(|m| m.keys().copied().filter(|&z| z > 0)).collect();
         let mut t = vec![vec!["size (B)".to_string()]];
         for l in runs {
             t[0].extend([format!("{} best", l.label), format!("{} busbw", l.label)]);
@@ -321,8 +324,8 @@ fn best_per_size(runs: &[Labeled], all: &[Stats]) -> Vec<Block> {
         }
         for z in sizes {
             let mut row = vec![z.to_string()];
-            for s in all {
-                let here = at(s, z);
+            for m in &by_size {
+                let here = m.get(&z).map_or(&[][..], Vec::as_slice);
                 let best = here.iter().filter(|m| m.0 != AUTO).min_by(|a, b| a.1.total_cmp(&b.1));
                 row.push(best.map_or("-".into(), |b| b.0.clone()));
                 row.push(best.and_then(|b| b.2).map_or("-".into(), num));

@@ -32,5 +32,24 @@ pub fn err(s: &str) {
 /// file) written as escapes (`\n`, `\u{1b}`), so that a message stays one line and prints as
 /// text.
 pub fn one_line(s: &str) -> String {
-    s.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+    s.chars().map(|c| if hidden(c) { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
+/// A character that does not print as itself on one line: a control character, a Unicode line
+/// or paragraph separator (U+2028, U+2029: a line break to many terminals and editors), or a
+/// bidirectional mark, embedding, override or isolate (U+200E-F, U+202A-E, U+2066-9: they
+/// reorder the text shown after them).
+pub fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_line_escapes_what_would_break_or_reorder_the_line() {
+        assert_eq!(super::one_line("a\nb\u{1b}[31m"), "a\\nb\\u{1b}[31m");
+        assert_eq!(super::one_line("a\u{2028}b\u{85}c\u{202e}d"), "a\\u{2028}b\\u{85}c\\u{202e}d");
+        assert_eq!(super::one_line("µs ÷ — ok"), "µs ÷ — ok");
+    }
 }

@@ -1076,3 +1076,43 @@ fn a_slower_background_beside_an_unchanged_foreground_is_a_regression() {
     spread.rows = cycles([66.0, 66.0]);
     assert!(compare::compare(&b, &spread, 0.05).unwrap().passed);
 }
+
+/// A named pipe nothing writes to would block `compare` / `report` in open() forever: they give
+/// up after 30 s with one line (exit 2), and still read one whose writer comes later.
+#[test]
+fn a_named_pipe_without_a_writer_does_not_hang() {
+    let gb = env!("CARGO_BIN_EXE_ginbench");
+    let dir = std::env::temp_dir().join(format!("ginbench-compare-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.json");
+    json::write(&good, &run(vec![row("nvl", 1 << 30, 100.0, 101.0, 0)])).unwrap();
+    let fifo = dir.join("fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        return; // no mkfifo here
+    }
+    let limit = std::time::Duration::from_secs(60);
+    let commands =
+        [vec!["compare".as_ref(), good.as_os_str(), fifo.as_os_str()], vec!["report".as_ref(), fifo.as_os_str()]];
+    // Both at once: each waits its 30 s.
+    let outputs: Vec<_> = std::thread::scope(|s| {
+        let hs: Vec<_> = commands.iter().map(|a| s.spawn(|| common::output_within(gb, a, limit))).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for o in outputs {
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{e}");
+        assert!(e.contains("a named pipe that nothing opened for writing within 30 s"), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+    // A writer that comes later is waited for.
+    let (f, g) = (fifo.clone(), good.clone());
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        std::fs::write(&f, std::fs::read(&g).unwrap()).unwrap();
+    });
+    let o = common::output_within(gb, &["compare".as_ref(), good.as_os_str(), fifo.as_os_str()], limit);
+    writer.join().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -521,9 +521,9 @@ fn bad_labels_empty_runs_and_missing_folders_are_refused() {
     std::fs::create_dir_all(&dir).unwrap();
     let one = |label: &str, run: Run| vec![Labeled { label: label.into(), run }];
     let a = run("NVIDIA H200", GinKind::None, 1.0);
-    for label in ["", "a\nb", "tab\tbed"] {
+    for label in ["", "a\nb", "tab\tbed", "line\u{2028}break", "bidi\u{202e}flip"] {
         let e = sidebyside::write(&one(label, a.clone()), &dir.join("out")).unwrap_err();
-        assert!(e.contains("a label is a name without control characters"), "{e}");
+        assert!(e.contains("a label is one line of plain text"), "{e}");
     }
     let e = sidebyside::write(&one("a", common::run(vec![])), &dir.join("out")).unwrap_err();
     assert!(e.contains("a: the run has no rows: nothing to report"), "{e}");

@@ -110,6 +110,7 @@ fn load(path: &Path) -> Result<ginbench::results::Run, String> {
     const MAX_BYTES: u64 = 1 << 30;
     let shown = path.display();
     let too_big = || format!("{shown}: over the 1 GiB a results file may have");
+    let mut fifo = false;
     if let Ok(m) = std::fs::metadata(path) {
         use std::os::unix::fs::FileTypeExt;
         if m.file_type().is_char_device() || m.file_type().is_block_device() {
@@ -119,11 +120,22 @@ fn load(path: &Path) -> Result<ginbench::results::Run, String> {
         if m.len() > MAX_BYTES {
             return Err(too_big());
         }
+        fifo = m.file_type().is_fifo();
     }
+    let file = if fifo {
+        // Opening a named pipe waits for a writer: forever where none comes. (`<(jq ...)` has
+        // its writer already.)
+        const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let owned = path.to_path_buf();
+        std::thread::spawn(move || tx.send(std::fs::File::open(owned)));
+        rx.recv_timeout(WAIT)
+            .map_err(|_| format!("{shown}: a named pipe that nothing opened for writing within {} s", WAIT.as_secs()))?
+    } else {
+        std::fs::File::open(path)
+    };
     let mut text = String::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_BYTES + 1).read_to_string(&mut text))
-        .map_err(|e| format!("{shown}: {e}"))?;
+    file.and_then(|f| f.take(MAX_BYTES + 1).read_to_string(&mut text)).map_err(|e| format!("{shown}: {e}"))?;
     if text.len() as u64 > MAX_BYTES {
         return Err(too_big());
     }

@@ -332,7 +332,8 @@ impl Common {
         )?;
         // Loopback carries GIN for gin / hybrid, and with --emulate-nodes under mpirun NCCL's
         // traffic between the virtual nodes (so host runs on it too); else it changes nothing.
-        if loopback && !asked.real_gin && !asked.all && !(per_process && a.emulate_nodes.is_some()) {
+        let nccl_nodes = per_process && a.emulate_nodes.is_some();
+        if loopback && !asked.real_gin && !asked.all && !nccl_nodes {
             return Err(Error::usage(
                 "--gin-backend loopback carries GIN for gin / hybrid (or, with --emulate-nodes under mpirun / srun, NCCL's traffic between virtual nodes), and this run has neither",
                 "drop it, or add gin / hybrid to -D",

@@ -832,7 +832,7 @@ fn xml(s: &str) -> String {
             '<' => "&lt;".into(),
             '>' => "&gt;".into(),
             '"' => "&quot;".into(),
-            c if c.is_control() => c.escape_unicode().to_string(),
+            c if crate::console::hidden(c) => c.escape_unicode().to_string(),
             c => c.to_string(),
         })
         .collect()

@@ -293,6 +293,9 @@ fn build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {
     Ok(doc)
 }
 
+/// One run's (impl, time, busbw) of one (dtype, placement), by size.
+type BySize<'a> = BTreeMap<u64, Vec<(&'a String, f64, Option<f64>)>>;
+
 /// Per (dtype, placement): the fastest impl at each size in every run, its busbw, and `auto`'s
 /// time over the best's where auto ran, so a crossover auto takes at the wrong size shows (the
 /// crossovers are measured, and a new machine can move them).
@@ -303,7 +306,7 @@ fn best_per_size(runs: &[Labeled], all: &[Stats]) -> Vec<Block> {
     for (dtype, placement) in groups {
         // Each run's (impl, time, busbw) by size, indexed once: scanning every run per size took
         // time quadratic in the sizes (minutes at 10,000-point sweeps).
-        let by_size: Vec<BTreeMap<u64, Vec<(&String, f64, Option<f64>)>>> = all
+        let by_size: Vec<BySize> = all
             .iter()
             .map(|s| {
                 let mut m: BTreeMap<u64, Vec<_>> = BTreeMap::new();
@@ -890,8 +893,11 @@ pub fn write(runs: &[Labeled], dir: &Path) -> Result<(), String> {
         ));
     }
     for l in runs {
-        if l.label.is_empty() || l.label.chars().any(char::is_control) {
-            return Err(format!("label {:?}: a label is a name without control characters", l.label));
+        if l.label.is_empty() || l.label.chars().any(crate::console::hidden) {
+            return Err(format!(
+                "label {:?}: a label is one line of plain text (no control, line-separator or bidirectional characters)",
+                l.label
+            ));
         }
         if l.run.rows.is_empty() {
             return Err(format!("{}: the run has no rows: nothing to report", l.label));

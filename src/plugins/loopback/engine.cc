@@ -779,6 +779,32 @@ Result settleLanes(CollComm& c, const char* what) {
       if (r != kSuccess && result == kSuccess) result = r;
     }
   }
+  // Signal writes into this rank's own words (a put + signal of any local rank, or one that
+  // came as a message) are queued on its signal domains, not on a lane: they land too, since
+  // the words' memory may be freed once this returns (NCCL frees its signal array right after
+  // deregistering it). Up to what is queued now: other ranks may go on signalling other words.
+  for (bool device : {false, true}) {
+    SignalDomain& d = c.group->domain(c.rank, device);
+    Timeline* t = nullptr;
+    uint64_t ticket = 0;
+    {
+      std::lock_guard<std::mutex> dlock(d.mutex);
+      if (d.timeline) t = d.timeline.get(), ticket = t->issued;
+    }
+    auto deadline = Clock::now() + std::chrono::duration<double>(c.config.timeoutSeconds);
+    for (uint64_t done = 0; t != nullptr && result == kSuccess;) {
+      {
+        std::lock_guard<std::mutex> dlock(d.mutex);
+        if (Result r = t->mover->poll(*t, &done); r != kSuccess) result = r;
+      }
+      if (done >= ticket) break;
+      if (Clock::now() > deadline) {
+        result = fail(kSystemError, "%s: signal writes did not complete within %.0f s (GPU hung?)", what,
+                      c.config.timeoutSeconds);
+      }
+      sched_yield();
+    }
+  }
   if (dropped > 0) {
     warn("rank %d, %s: %zu held piece(s) of puts or gets that never completed were dropped: their windows' owners had "
          "deregistered them",

@@ -11,8 +11,9 @@ int addContexts(CollComm& c, int n);
 void releaseHandle(CollComm& c, MemHandle* h);
 // Takes the rank out of its Group; the last one out drains (bounded) and frees the Group.
 Result leaveGroup(CollComm& c);
-// Under c.mutex: issues every held piece of the connection and waits (bounded) for its copies,
-// so what it put or got has landed before a window may go away (deregistration, close).
+// Under c.mutex: issues every held piece of the connection and waits (bounded) for its copies
+// and for the signal writes queued into this rank's own words, so that what it put or got, and
+// what was signalled to it, has landed before a window may go away (deregistration, close).
 Result settleLanes(CollComm& c, const char* what);
 // Applies a signal that arrived as a message from rank `sender` (another process) to this
 // rank's window `regSeq` at `offset`: the same shadow + write path as a local signal.

@@ -65,8 +65,8 @@ pub fn iterations(least: u32) -> clap::builder::RangedI64ValueParser<u32> {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct CommonArgs {
-    /// Thread groups per process, as in nccl-tests: the process runs -t × -g ranks (one host
-    /// thread per GPU)
+    /// Thread groups per process, as in nccl-tests: the process runs -t × -g ranks, at most 4096
+    /// (one host thread per GPU)
     #[arg(short = 't', long = "nthreads", default_value_t = 1)]
     pub nthreads: usize,
     /// GPUs per thread group
@@ -237,7 +237,7 @@ pub struct Common {
 
 /// A comma-separated list, each item parsed; an empty list or item is an error, and a repeated
 /// value (also one spelled two ways, e.g. bf16,bfloat16) is kept once, as a row measured twice
-/// would pass for a second cycle.
+/// would pass for a second cycle. At most a sweep's points (`MAX_SWEEP`) distinct items.
 pub fn list<T: PartialEq>(text: &str, what: &str, parse: impl Fn(&str) -> Result<T>) -> Result<Vec<T>> {
     if text.trim().is_empty() {
         return Err(Error::usage(format!("empty {what} list"), format!("give at least one {what}")));
@@ -252,6 +252,12 @@ pub fn list<T: PartialEq>(text: &str, what: &str, parse: impl Fn(&str) -> Result
         }
         let x = parse(item)?;
         if !v.contains(&x) {
+            if v.len() as u64 == crate::harness::sizes::MAX_SWEEP {
+                return Err(Error::usage(
+                    format!("more than {} items in the {what} list", crate::harness::sizes::MAX_SWEEP),
+                    "split the run",
+                ));
+            }
             v.push(x);
         }
     }
@@ -471,6 +477,16 @@ pub fn check_distinct(a: (&Path, &str), b: (&Path, &str)) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_list_holds_at_most_a_sweeps_points() {
+        let n = crate::harness::sizes::MAX_SWEEP;
+        let items = |k: u64| (1..=k).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+        let parse = |s: &str| Ok(s.parse::<u64>().unwrap());
+        assert_eq!(super::list(&items(n), "size", parse).unwrap().len() as u64, n);
+        let e = super::list(&items(n + 1), "size", parse).unwrap_err();
+        assert!(e.msg.contains("more than 10000 items in the size list"), "{e}");
+    }
+
     use super::*;
 
     #[test]

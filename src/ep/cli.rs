@@ -40,10 +40,10 @@ pub struct Args {
     /// Layer preset: deepseek-v3, qwen3-30b-a3b, mixtral
     #[arg(long = "preset", default_value = "deepseek-v3")]
     pub preset: String,
-    /// Hidden size (overrides the preset)
+    /// Hidden size (overrides the preset; a multiple of 128, at most 65536)
     #[arg(long = "hidden")]
     pub hidden: Option<usize>,
-    /// Experts per token (overrides the preset)
+    /// Experts per token (overrides the preset; 1..=15)
     #[arg(long = "topk")]
     pub topk: Option<usize>,
     /// Experts in total (overrides the preset; at most 16384)

@@ -100,10 +100,10 @@ pub struct Args {
     /// EP foreground: layer preset (deepseek-v3, qwen3-30b-a3b, mixtral; default deepseek-v3)
     #[arg(long = "preset")]
     pub preset: Option<String>,
-    /// EP foreground: hidden size (overrides the preset)
+    /// EP foreground: hidden size (overrides the preset; a multiple of 128, at most 65536)
     #[arg(long = "hidden")]
     pub hidden: Option<usize>,
-    /// EP foreground: experts per token (overrides the preset)
+    /// EP foreground: experts per token (overrides the preset; 1..=15)
     #[arg(long = "topk")]
     pub topk: Option<usize>,
     /// EP foreground: experts in total (overrides the preset; at most 16384)

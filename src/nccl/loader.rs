@@ -104,6 +104,10 @@ pub fn load() -> Result<&'static Nccl> {
     let want = header_version();
     if let Some(p) = std::env::var_os("GINBENCH_NCCL_LIB") {
         let p = p.to_string_lossy().to_string();
+        // dlopen("") is the program itself, which has no ncclGetVersion.
+        if p.is_empty() {
+            return Err(Error::env("GINBENCH_NCCL_LIB is set but empty", "unset it, or point it at a libnccl.so.2"));
+        }
         let (lib, v) = open(&p).map_err(|e| {
             Error::env(format!("cannot load GINBENCH_NCCL_LIB={p}: {e}"), "point it at an existing libnccl.so.2")
         })?;

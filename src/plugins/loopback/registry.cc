@@ -216,22 +216,38 @@ Result regMrSym(void* collComm, void* data, size_t size, int type, uint64_t mrFl
   if (!isLive(collComm, Kind::Coll)) return fail(kInvalidArgument, "regMrSym: %p is not an open collComm", collComm);
   if (mhandle == nullptr) return fail(kInvalidArgument, "regMrSym: NULL mhandle");
   *mhandle = nullptr;
-  if (data == nullptr) return fail(kInvalidArgument, "regMrSym: NULL address");
-  if (type != kPtrHost && type != kPtrCuda) {
-    return fail(kInvalidArgument, "regMrSym: memory type %d is neither NCCL_PTR_HOST nor NCCL_PTR_CUDA", type);
-  }
   CollComm& c = *static_cast<CollComm*>(collComm);
   Group& g = *c.group;
-  int device = -1;
-  if (type == kPtrCuda) {
-    if (Result r = deviceOfPointer(data, &device); r != kSuccess) return r;
-  }
+  // The call takes its place in the collective order before anything can refuse it: a refused
+  // call fails the registration for this process's ranks at once (rather than after their
+  // timeout), and this rank's next one still pairs with theirs.
   uint64_t seq;
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     seq = c.regSeq++;
-    if (device >= 0 && c.device.load() < 0) c.device.store(device);
   }
+  auto refuse = [&](Result r) {
+    std::lock_guard<std::mutex> glock(g.mutex);
+    Registration*& slot = g.regs[seq];
+    if (slot == nullptr) {
+      slot = new Registration;
+      slot->seq = seq;
+      slot->entries.resize(g.nranks);
+    }
+    slot->failed = true;
+    g.cv.notify_all();
+    return r;
+  };
+  if (data == nullptr) return refuse(fail(kInvalidArgument, "regMrSym: NULL address"));
+  if (type != kPtrHost && type != kPtrCuda) {
+    return refuse(
+        fail(kInvalidArgument, "regMrSym: memory type %d is neither NCCL_PTR_HOST nor NCCL_PTR_CUDA", type));
+  }
+  int device = -1;
+  if (type == kPtrCuda) {
+    if (Result r = deviceOfPointer(data, &device); r != kSuccess) return refuse(r);
+  }
+  if (device >= 0 && c.device.load() < 0) c.device.store(device);
   Registration* reg = nullptr;
   RegEntry mine;
   {

@@ -550,6 +550,41 @@ static void caseRegistrationTimeout() {
   configure(nullptr, nullptr);
 }
 
+// A registration one rank refuses (a NULL address) fails at once for the others, not after
+// their timeout, and the next one still pairs every rank's windows.
+static void caseRefusedRegistrationKeepsTheOrder() {
+  configure(nullptr, nullptr, "5");
+  Handles h(2);
+  Barrier b(2);
+  std::vector<std::vector<char>> mem(2, std::vector<char>(64, 0));
+  runRanks(2, [&](int r) {
+    void* comm = connectRank(false, r, 2, h, b);
+    void* mh = nullptr;
+    void* gh = nullptr;
+    auto t0 = std::chrono::steady_clock::now();
+    if (r == 0) {
+      CHECK_ERR(ncclGinPlugin_v11.regMrSym(comm, nullptr, 64, kPtrHost, 0, &mh, &gh), "NULL address");
+    } else {
+      CHECK_ERR(ncclGinPlugin_v11.regMrSym(comm, mem[r].data(), 64, kPtrHost, 0, &mh, &gh), "failed");
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      CHECK(s < 2, "the other rank's refusal took %.1f s to reach this one", s);
+    }
+    b.wait();
+    CHECK_OK(ncclGinPlugin_v11.regMrSym(comm, mem[r].data(), 64, kPtrHost, 0, &mh, &gh));
+    // Paired: a put lands in the peer's window of this registration.
+    for (int i = 0; i < 8; i++) mem[r][i] = static_cast<char>(10 * r + i + 1);
+    b.wait();
+    void* req = nullptr;
+    CHECK_OK(ncclGinPlugin_v11.iput(comm, 0, mh, 8, 8, mh, 1 - r, &req));
+    waitDone(false, comm, req);
+    b.wait();
+    for (int i = 0; i < 8; i++) CHECK(mem[r][8 + i] == static_cast<char>(10 * (1 - r) + i + 1), "byte %d on rank %d", i, r);
+    CHECK_OK(ncclGinPlugin_v11.deregMrSym(comm, mh));
+    CHECK_OK(ncclGinPlugin_v11.closeColl(comm));
+  });
+  configure(nullptr, nullptr);
+}
+
 static void caseBadCalls() {
   configure(nullptr, nullptr);
   const int n = 2;
@@ -975,6 +1010,7 @@ static const Case kCases[] = {
     {"many_windows", caseManyWindows},
     {"registration_timeout", caseRegistrationTimeout},
     {"bad_calls", caseBadCalls},
+    {"refused_registration_keeps_the_order", caseRefusedRegistrationKeepsTheOrder},
     {"rma_specifics", caseRmaSpecifics},
     {"close_with_outstanding", caseCloseWithOutstanding},
     {"dereg_settles_held", caseDeregSettlesHeld},

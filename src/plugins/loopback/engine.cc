@@ -456,9 +456,15 @@ Result createContexts(void* collComm, int nContexts, void** contextSet) {
   if (c->v11) {
     return fail(kInvalidUsage, "createContext: a GIN v11 connection has its one context from connect");
   }
-  if (c->nContexts + nContexts > kMaxContexts) {
-    return fail(kInvalidArgument, "createContext: %d more contexts would exceed %d on this connection", nContexts,
-                kMaxContexts);
+  int live = 0;
+  for (void* s : c->contextSets) live += static_cast<ContextSet*>(s)->n;
+  if (live + nContexts > kMaxContexts) {
+    return fail(kInvalidArgument, "createContext: %d more contexts would exceed %d live on this connection",
+                nContexts, kMaxContexts);
+  }
+  if (c->nContexts > kMaxNumberedContexts - nContexts) {
+    return fail(kInvalidArgument, "createContext: this connection has numbered %d contexts, the most it can",
+                c->nContexts);
   }
   // NCCL >= 2.30 creates one set per device communicator on the same connection.
   ContextSet* s = new ContextSet{c, addContexts(*c, nContexts), nContexts};

@@ -230,8 +230,10 @@ struct CollComm {
   bool anyRemote() const { return !channels.empty(); }
 };
 
-// Contexts one connection may have, all its rmaCtx together.
+// Contexts one connection may have live, all its rmaCtx together; and numbered over its life (a
+// destroyed rmaCtx's numbers are not reused: every rank numbers alike only if none is).
 constexpr int kMaxContexts = 1024;
+constexpr int kMaxNumberedContexts = 1 << 20;
 
 struct ContextSet {  // v14's rmaCtx: the connection's contexts [base, base + n)
   CollComm* comm = nullptr;

@@ -407,8 +407,11 @@ Result progressPeers(CollComm& c) {
     const int from = ch.peer();
     for (size_t i = 0; i < signals.size(); i++) {
       const ChannelMsg& m = signals[i].msg;
-      if (m.from != static_cast<uint32_t>(from) || m.to != static_cast<uint32_t>(c.rank)) {
-        return fail(kRemoteError, "a malformed signal message came from rank %d (from %u to %u)", from, m.from, m.to);
+      // v11 has its one context from connect: a higher one can never come.
+      if (m.from != static_cast<uint32_t>(from) || m.to != static_cast<uint32_t>(c.rank) ||
+          (c.v11 && m.a >= static_cast<uint64_t>(c.nContexts))) {
+        return fail(kRemoteError, "a malformed signal message came from rank %d (from %u to %u, context %llu of %d)",
+                    from, m.from, m.to, static_cast<unsigned long long>(m.a), c.nContexts);
       }
       if (m.a >= static_cast<uint64_t>(c.nContexts) || !signalWindowKnown(c, m.c)) {
         auto now = Clock::now();

@@ -715,6 +715,14 @@ static void caseRmaSpecifics() {
     CHECK_OK(m.queryLastError(ctx, &err));
     CHECK(err, "queryLastError does not report the failed call");
     CHECK_OK(m.destroyContext(second));
+    // The limit is on live contexts: device communicators made and destroyed one after another
+    // may number more than 1024 over the connection's life.
+    for (int i = 0; i < 5; i++) {
+      void* set = nullptr;
+      RmaConfigV14 many{256, -1, 1};
+      CHECK_OK(m.createContext(comm, &many, &set));
+      CHECK_OK(m.destroyContext(set));
+    }
     CHECK_ERR(m.iput(ctx, 3, 0, wh, 8, 0, wh, peer, &req), "context 3, the rmaCtx has 3");
     CHECK_OK(m.queryLastError(ctx, &err));
     CHECK(err, "queryLastError does not report the failed call");

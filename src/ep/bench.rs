@@ -407,10 +407,11 @@ impl<'a> Phases<'a> {
         self.imp.combine(self.c, &self.inp)
     }
 
-    /// One checked run: two rounds of a checked dispatch and combine (captured in a CUDA graph
-    /// with `graph`), with new values for `seed` and [`Seeds::second`] and a routing of their
-    /// own (`RoutingSpec::for_check`: uneven token counts across ranks), so neither a row nor
-    /// any layout output left over from an earlier run passes; then the timed routing back.
+    /// One checked run: four rounds of a checked dispatch and combine (captured in a CUDA graph
+    /// with `graph`), each with new values ([`Seeds::round`]) and a routing of its own
+    /// (`RoutingSpec::for_check`, whose `tokens_of` gives each round its token counts), so
+    /// neither a row nor any layout output left over from an earlier run passes; then the timed
+    /// routing back.
     ///
     /// Each checked launch follows decoy launches of the same kernel with no host sync between,
     /// as the timed loop runs them, so its start races the last one's tail on the other ranks.
@@ -419,9 +420,10 @@ impl<'a> Phases<'a> {
     /// nothing between, and a row or layout output only a decoy wrote reads wrong. Decoy
     /// combines reduce the previous expert output; the expert pass between them and the
     /// checked combine changes what it must read. The device kernels alternate between two
-    /// halves of their buffers and signals from one launch to the next, so the first round
-    /// takes one decoy and the second two: the checked launches land on both halves. Wrong
-    /// (dispatch, combine) on this rank; returns after the GPU finished.
+    /// halves of their buffers and signals from one launch to the next, so the decoys per round
+    /// ([`ROUND_DECOYS`]: 1, 2, 2, 2) put the checked launches on alternate halves: the two
+    /// full rounds (1 and 2) check both halves full. Wrong (dispatch, combine) on this rank;
+    /// returns after the GPU finished.
     pub fn check_once(&mut self, checks: &Checks, seed: u32, graph: bool) -> Result<(u64, u64)> {
         let (c, gpu, me) = (self.c, self.c.gpu, self.c.boot.rank());
         let (mut bad, mut badc) = (0, 0);
@@ -429,7 +431,8 @@ impl<'a> Phases<'a> {
         if run && self.decoy.is_none() {
             self.decoy = Some(Inputs::new(gpu, self.inp.args)?);
         }
-        for (decoys, seed) in [(1, seed), (2, Seeds::second(seed))] {
+        for (round, &decoys) in ROUND_DECOYS.iter().enumerate() {
+            let seed = Seeds::round(seed, round);
             let spec = self.spec.for_check(seed);
             let routing = spec.every_rank(self.routing[me].tokens, c.shape.experts, c.shape.topk);
             let tokens = routing[me].tokens;
@@ -472,6 +475,11 @@ impl<'a> Phases<'a> {
         Ok((bad, badc))
     }
 }
+
+/// Decoy launches before each round's checked dispatch and combine. A round of d decoys takes
+/// d + 1 launches, so after round 0's checked launch on one half, each next round's lands on the
+/// other.
+const ROUND_DECOYS: [usize; 4] = [1, 2, 2, 2];
 
 /// Where the JSON's config holds the GIN request, and what NCCL granted.
 const GIN: &str = "/gin";

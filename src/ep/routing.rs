@@ -4,6 +4,7 @@
 //! any other rank's routing and the whole dispatch layout without communication (as NCCL EP's
 //! ep_bench does). Every impl sees the same routing.
 use crate::error::{Error, Result};
+use crate::harness::check::Seeds;
 
 /// xoshiro256** seeded by splitmix64: small, fast and well tested; no crate needed.
 pub struct Rng([u64; 4]);
@@ -171,22 +172,29 @@ impl RoutingSpec {
         (0..self.ranks).map(|r| self.generate(r, self.tokens_of(r, tokens), experts, topk)).collect()
     }
 
-    /// The tokens rank `rank` routes where every rank's buffers hold `tokens`. The timed runs
-    /// route them all. A check's first round routes fewer on every rank, each rank a different
-    /// count (where `tokens` allows) down to a little over half, turning with the check's seed:
-    /// a kernel that sized a peer's rows by its own count, or walked its buffers' capacity
-    /// instead of its tokens, reads wrong. Its second round ([`Seeds::second`]) routes them all
-    /// on every rank, as the timed runs do, so the receive buffers are checked up to the fill
-    /// the timed runs reach (every slot, where every token picks one rank's experts).
+    /// The tokens rank `rank` routes where every rank's buffers hold `tokens`, by the round of
+    /// the check ([`Seeds::round`]). The timed runs route them all. Where fewer, each rank routes
+    /// a different count (where `tokens` allows) down to a little over half, turning with the
+    /// check's seed, so a kernel that sized a peer's rows by its own count reads wrong:
+    /// - round 0: all of them on one rank in turn (on none one turn in n + 1), fewer on the rest,
+    ///   so a full rank meets partial peers;
+    /// - rounds 1 and 2: all of them on every rank, as the timed runs do, so the receive buffers
+    ///   are checked as full as those fill them (every slot, where every token picks one rank's
+    ///   experts), on both halves of the kernels' buffers (see `Phases::check_once`);
+    /// - round 3: fewer on every rank, so a kernel that walked its buffers' capacity instead of
+    ///   its tokens reads wrong, a rank alone too.
     ///
-    /// [`Seeds::second`]: crate::harness::check::Seeds::second
+    /// [`Seeds::round`]: crate::harness::check::Seeds::round
     pub fn tokens_of(&self, rank: usize, tokens: usize) -> usize {
         let Some(seed) = self.check else { return tokens };
-        if seed >> 31 == 1 {
-            return tokens;
-        }
+        let (round, seed) = Seeds::split(seed);
         let n = self.ranks.max(1);
-        tokens - tokens * ((rank + seed as usize) % n + 1) / (2 * (n + 1))
+        let fewer = |k: usize| tokens - tokens * k / (2 * (n + 1));
+        match round {
+            0 => fewer((rank + seed as usize) % (n + 1)),
+            1 | 2 => tokens,
+            _ => fewer((rank + seed as usize) % n + 1),
+        }
     }
 
     /// Rank `rank`'s routing for `tokens` tokens.
@@ -320,30 +328,39 @@ mod tests {
     }
 
     #[test]
-    fn a_check_routes_uneven_token_counts_then_every_token() {
+    fn a_checks_rounds_route_these_token_counts() {
         let s = spec(Generator::Uniform);
         assert!((0..4).all(|r| s.tokens_of(r, 128) == 128), "the timed runs route every token");
-        for seed in [1, 2, 3, 4, 5, 7, (1 << 31) - 1] {
-            let c = s.for_check(seed);
-            let counts: Vec<usize> = (0..4).map(|r| c.tokens_of(r, 128)).collect();
-            assert!(counts.iter().all(|&t| t > 64 && t < 128), "check {seed}: {counts:?}");
-            let mut distinct = counts.clone();
-            distinct.sort();
-            distinct.dedup();
-            assert_eq!(distinct.len(), 4, "check {seed}: {counts:?}");
-            let routing = c.every_rank(128, 256, 8);
-            assert_eq!(routing.iter().map(|r| r.tokens).collect::<Vec<_>>(), counts);
+        let counts = |seed: u32, round: usize| -> Vec<usize> {
+            (0..4).map(|r| s.for_check(Seeds::round(seed, round)).tokens_of(r, 128)).collect()
+        };
+        let distinct = |v: &[usize]| {
+            let mut d = v.to_vec();
+            d.sort();
+            d.dedup();
+            d.len()
+        };
+        for seed in [1, 2, 3, 4, 5, 7, (1 << 29) - 1] {
+            // Round 0: at most one rank routes all, each a different count above half.
+            let c = counts(seed, 0);
+            assert!(c.iter().all(|&t| t > 64 && t <= 128), "check {seed}: {c:?}");
+            assert!(c.iter().filter(|&&t| t == 128).count() <= 1, "check {seed}: {c:?}");
+            assert_eq!(distinct(&c), 4, "check {seed}: {c:?}");
+            // Rounds 1 and 2 fill the buffers as the timed runs do.
+            assert_eq!(counts(seed, 1), vec![128; 4]);
+            assert_eq!(counts(seed, 2), vec![128; 4]);
+            // Round 3: every rank fewer, each a different count.
+            let c = counts(seed, 3);
+            assert!(c.iter().all(|&t| t > 64 && t < 128), "check {seed}: {c:?}");
+            assert_eq!(distinct(&c), 4, "check {seed}: {c:?}");
+            let routing = s.for_check(Seeds::round(seed, 3)).every_rank(128, 256, 8);
+            assert_eq!(routing.iter().map(|r| r.tokens).collect::<Vec<_>>(), c);
             assert!(routing.iter().all(|r| r.idx.len() == r.tokens * 8 && r.weight.len() == r.tokens * 8));
-            // The second round fills the buffers as the timed runs do.
-            let full = s.for_check(Seeds::second(seed));
-            assert!((0..4).all(|r| full.tokens_of(r, 128) == 128), "check {seed}");
         }
-        // Which rank routes how many turns with the seed: every rank takes every count.
+        // In round 0 every rank routes all its tokens in one check of n + 1, fewer in the others.
         for r in 0..4 {
-            let mut seen: Vec<usize> = (1..=4).map(|seed| s.for_check(seed).tokens_of(r, 128)).collect();
-            seen.sort();
-            seen.dedup();
-            assert_eq!(seen.len(), 4, "rank {r}");
+            let full = (1..=5).filter(|&seed| counts(seed, 0)[r] == 128).count();
+            assert_eq!(full, 1, "rank {r}");
         }
         // Decoys route as many tokens, differently.
         let (c, d) = (s.for_check(3), s.for_check(3).for_decoy());
@@ -353,11 +370,11 @@ mod tests {
         }
         // One token stays one token.
         assert!((0..4).all(|r| s.for_check(3).tokens_of(r, 1) == 1));
-        // A rank alone routes fewer than its buffers hold in one round of every check, all in the other.
+        // A rank alone routes fewer than its buffers hold in round 3 of every check, all in 1 and 2.
         let one = RoutingSpec { ranks: 1, ..s.clone() };
         for seed in [1, 2, 1000] {
-            let rounds = [seed, Seeds::second(seed)].map(|sd| one.for_check(sd).tokens_of(0, 64));
-            assert!(rounds[0] < 64 && rounds[1] == 64, "check {seed}: {rounds:?}");
+            let rounds: Vec<usize> = (0..4).map(|r| one.for_check(Seeds::round(seed, r)).tokens_of(0, 64)).collect();
+            assert!(rounds[1] == 64 && rounds[2] == 64 && rounds[3] < 64, "check {seed}: {rounds:?}");
         }
     }
 
@@ -492,14 +509,15 @@ mod tests {
     }
 
     #[test]
-    fn both_rounds_of_a_check_route_different_token_counts() {
-        // For every rank count, every rank routes fewer in the first round than in the second.
+    fn every_rank_count_gets_a_partial_round_and_a_full_one() {
         for ranks in 1..=4 {
             let s = RoutingSpec { ranks, ..spec(Generator::Uniform) };
             for seed in [1, 2, 3, 1000] {
-                let counts = |sd: u32| (0..ranks).map(|r| s.for_check(sd).tokens_of(r, 64)).collect::<Vec<_>>();
-                let (first, second) = (counts(seed), counts(Seeds::second(seed)));
-                assert!(first.iter().zip(&second).all(|(a, b)| a < b), "{ranks} ranks, check {seed}");
+                let counts = |round| {
+                    (0..ranks).map(|r| s.for_check(Seeds::round(seed, round)).tokens_of(r, 64)).collect::<Vec<_>>()
+                };
+                let (full, fewer) = (counts(1), counts(3));
+                assert!(full.iter().zip(&fewer).all(|(a, b)| b < a), "{ranks} ranks, check {seed}");
             }
         }
     }

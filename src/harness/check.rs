@@ -79,7 +79,7 @@ impl Key {
 /// src/kernels/splitmix.cuh), so no other seed repeats them. (A fixed seed per check had let
 /// alltoall's send buffers hold the new fill already, from the same check at an earlier size or
 /// impl; EP's values had been linear in the seed, and seed 251 repeated seed 0's.) Seeds stay
-/// below 2^31, so a check that runs twice takes [`Seeds::second`] for its second run.
+/// below 2^29, so a check that runs in rounds takes [`Seeds::round`] for each.
 #[derive(Debug, Clone, Default)]
 pub struct Seeds {
     last: u32,
@@ -88,13 +88,22 @@ pub struct Seeds {
 impl Seeds {
     /// The next check's seed.
     pub fn new_seed(&mut self) -> u32 {
-        self.last = if self.last + 1 < 1 << 31 { self.last + 1 } else { 1 };
+        self.last = if self.last + 1 < 1 << Self::ROUND_SHIFT { self.last + 1 } else { 1 };
         self.last
     }
 
-    /// A second seed for the check of `seed`, which no other check's seeds repeat.
-    pub fn second(seed: u32) -> u32 {
-        seed | 1 << 31
+    const ROUND_SHIFT: u32 = 29;
+
+    /// The seed of round `round` (0..4) of the check of `seed`, which no other check's seeds
+    /// repeat; round 0's is `seed` itself.
+    pub fn round(seed: u32, round: usize) -> u32 {
+        debug_assert!(round < 4 && seed < 1 << Self::ROUND_SHIFT);
+        seed | (round as u32) << Self::ROUND_SHIFT
+    }
+
+    /// (round, the check's seed) of a round's seed.
+    pub fn split(seed: u32) -> (usize, u32) {
+        ((seed >> Self::ROUND_SHIFT) as usize, seed & ((1 << Self::ROUND_SHIFT) - 1))
     }
 }
 
@@ -180,7 +189,9 @@ mod tests {
             assert!(seen.insert(s), "seed {s} twice");
         }
         assert_eq!(Seeds { last: 250 }.new_seed(), 251, "251 is no longer a period");
-        assert_eq!(Seeds { last: (1 << 31) - 1 }.new_seed(), 1, "wraps past 0, below 2^31");
-        assert_eq!(Seeds::second(1), (1 << 31) | 1);
+        assert_eq!(Seeds { last: (1 << 29) - 1 }.new_seed(), 1, "wraps past 0, below 2^29");
+        assert_eq!(Seeds::round(5, 0), 5);
+        assert_eq!(Seeds::round(5, 3), (3 << 29) | 5);
+        assert_eq!(Seeds::split(Seeds::round(5, 2)), (2, 5));
     }
 }

@@ -37,11 +37,11 @@ pub fn one_line(s: &str) -> String {
 
 /// A character that does not print as itself on one line: a control character, a Unicode line
 /// or paragraph separator (U+2028, U+2029: a line break to many terminals and editors), or a
-/// bidirectional mark, embedding, override or isolate (U+200E-F, U+202A-E, U+2066-9: they
-/// reorder the text shown after them).
+/// bidirectional mark, embedding, override or isolate (U+061C, U+200E-F, U+202A-E, U+2066-9:
+/// they reorder the text shown after them).
 pub fn hidden(c: char) -> bool {
     c.is_control()
-        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 #[cfg(test)]

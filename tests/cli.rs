@@ -61,7 +61,10 @@ fn bad_input_is_one_line_and_exit_6() {
         (vec!["-g", "2", "--emulate-nodes", "2", "-D", "host"], "this run has neither"),
         (vec!["--gin-backend", "loopback"], "--gin-backend loopback carries GIN for gin / hybrid"),
         // Threads of one process are one node to NCCL: only processes (mpirun) split it.
-        (vec!["-g", "2", "--emulate-nodes", "2", "--gin-backend", "loopback", "-D", "gin"], "under mpirun / srun"),
+        (
+            vec!["-g", "2", "--emulate-nodes", "2", "--gin-backend", "loopback", "-D", "gin"],
+            "loopback under mpirun / srun, one process per rank",
+        ),
         (vec!["-g", "2", "--emulate-nodes", "2", "--gin-backend", "loopback", "-D", "host"], "this run has neither"),
         // A path ending in /. names a folder though it reads as x.json.
         (vec!["-J", "x.json/."], "names a folder"),

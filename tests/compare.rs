@@ -1063,6 +1063,9 @@ fn a_slower_background_beside_an_unchanged_foreground_is_a_regression() {
         "{}",
         o.findings[0].detail
     );
+    // Its times and change are the background's, as its verdict is.
+    assert_eq!((o.findings[0].baseline_us, o.findings[0].candidate_us), (Some(60.0), Some(90.0)));
+    assert!((o.findings[0].change.unwrap() - 0.5).abs() < 1e-9);
     // within the threshold, or faster, it passes
     for t in [62.0, 40.0] {
         assert!(compare::compare(&b, &common::interference_run(vec![row(t)]), 0.05).unwrap().passed, "{t}");

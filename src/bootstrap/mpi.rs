@@ -143,7 +143,8 @@ impl MpiRank {
             return Err(Error::env(
                 format!("MPI says rank {rank} of {size}, the launcher rank {lrank} of {lsize}"),
                 "start it with the mpirun of the MPI it loads (source ci/env, or put that MPI's lib folder on \
-                 LD_LIBRARY_PATH), or give srun --mpi=pmix; check with `mpirun -np 2 ginbench mpi-check`",
+                 LD_LIBRARY_PATH), or with srun --mpi=pmix (in a batch script too, not directly); check with \
+                 `mpirun -np 2 ginbench mpi-check`",
             ));
         }
         Ok(MpiRank { shim, rank, size })

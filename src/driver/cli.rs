@@ -329,7 +329,8 @@ impl Common {
         let loopback = a.gin_backend == crate::gin_backend::Backend::Loopback;
         // NCCL sees virtual nodes only where each process is one (NCCL_HOSTID per process):
         // threads of one process are one node whatever --emulate-nodes says.
-        let per_process = crate::bootstrap::launched_by_mpi();
+        // (The launcher's rank and size make each process's NCCL_HOSTID: without them, nothing.)
+        let per_process = launcher_rank().is_some();
         crate::gin_transport::check_emulate_nodes(
             a.emulate_nodes,
             asked.all,
@@ -398,22 +399,28 @@ impl Common {
     }
 }
 
-/// The first of `vars` an MPI launcher exported, as a number.
-fn launcher_var(vars: &[&str]) -> Option<usize> {
+/// The world size an MPI launcher exported for this process, if any.
+fn launcher_world_size() -> Option<usize> {
+    launcher_rank().map(|(_, n)| n)
+}
+
+/// (rank, ranks) as the MPI launcher exported them, before MPI is initialised: from the first
+/// family of variables whose rank is set (Open MPI, PMIx, PMI, Slurm), that family alone, so a
+/// PMIx launcher inside a Slurm allocation does not take the allocation's task count. None where
+/// that family gives no size.
+pub fn launcher_rank() -> Option<(usize, usize)> {
+    const FAMILIES: [(&str, &str); 4] = [
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+        ("PMIX_RANK", "PMIX_SIZE"),
+        ("PMI_RANK", "PMI_SIZE"),
+        ("SLURM_PROCID", "SLURM_NTASKS"),
+    ];
     if !crate::bootstrap::launched_by_mpi() {
         return None;
     }
-    vars.iter().find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
-}
-
-/// The world size an MPI launcher exported for this process, if any.
-fn launcher_world_size() -> Option<usize> {
-    launcher_var(&["OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE", "SLURM_NTASKS"])
-}
-
-/// (rank, ranks) as the MPI launcher exported them, before MPI is initialised.
-pub fn launcher_rank() -> Option<(usize, usize)> {
-    Some((launcher_var(&["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"])?, launcher_world_size()?))
+    let num = |v: &str| std::env::var(v).ok()?.trim().parse().ok();
+    let (rank, size) = FAMILIES.iter().find(|(rank, _)| std::env::var_os(rank).is_some())?;
+    Some((num(rank)?, num(size)?))
 }
 
 /// A results file must be writable before hours of measurement: its folder exists and takes a

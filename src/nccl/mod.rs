@@ -49,7 +49,7 @@ pub fn last_error(comm: ffi::ncclComm_t) -> String {
                     // NCCL may rewrite this buffer from another thread while we read it: keep
                     // the text printable.
                     let s = CStr::from_ptr(p).to_string_lossy();
-                    s.trim().chars().map(|c| if c.is_control() { '?' } else { c }).collect()
+                    s.trim().chars().map(|c| if crate::console::hidden(c) { '?' } else { c }).collect()
                 }
             }
             Err(_) => String::new(),

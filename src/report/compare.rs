@@ -688,9 +688,13 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
             if fg.verdict != Verdict::Regression && !b_bg.is_empty() && !c_bg.is_empty() {
                 let bgj = Timed::judge(&b_bg, &c_bg, threshold);
                 if bgj.verdict == Verdict::Regression {
+                    // The finding's times and change are then the background's, so that they
+                    // agree with its verdict (and sort it among the worst).
                     finding.verdict = Verdict::Regression;
+                    (finding.baseline_us, finding.candidate_us) = (mean(&b_bg), mean(&c_bg));
+                    (finding.change, finding.baseline_limit_us) = (Some(bgj.change), Some(bgj.limit));
                     finding.detail = format!(
-                        "the background's together time {}; the foreground's {:+.1}%",
+                        "the background's together time {} (these times are the background's); the foreground's {:+.1}%",
                         bgj.detail,
                         fg.change * 100.0
                     );

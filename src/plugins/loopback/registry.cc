@@ -212,6 +212,18 @@ static void maybeFreeRegistration(Group& g, Registration* reg) {
   delete reg;
 }
 
+// Collective registration `seq` of the group, made by the first rank of this process to reach
+// it; under the group's mutex.
+static Registration* registrationOf(Group& g, uint64_t seq) {
+  Registration*& slot = g.regs[seq];
+  if (slot == nullptr) {
+    slot = new Registration;
+    slot->seq = seq;
+    slot->entries.resize(g.nranks);
+  }
+  return slot;
+}
+
 Result regMrSym(void* collComm, void* data, size_t size, int type, uint64_t mrFlags, void** mhandle) {
   if (!isLive(collComm, Kind::Coll)) return fail(kInvalidArgument, "regMrSym: %p is not an open collComm", collComm);
   if (mhandle == nullptr) return fail(kInvalidArgument, "regMrSym: NULL mhandle");
@@ -228,13 +240,7 @@ Result regMrSym(void* collComm, void* data, size_t size, int type, uint64_t mrFl
   }
   auto refuse = [&](Result r) {
     std::lock_guard<std::mutex> glock(g.mutex);
-    Registration*& slot = g.regs[seq];
-    if (slot == nullptr) {
-      slot = new Registration;
-      slot->seq = seq;
-      slot->entries.resize(g.nranks);
-    }
-    slot->failed = true;
+    registrationOf(g, seq)->failed = true;
     g.cv.notify_all();
     return r;
   };
@@ -252,13 +258,7 @@ Result regMrSym(void* collComm, void* data, size_t size, int type, uint64_t mrFl
   RegEntry mine;
   {
     std::lock_guard<std::mutex> glock(g.mutex);
-    Registration*& slot = g.regs[seq];
-    if (slot == nullptr) {
-      slot = new Registration;
-      slot->seq = seq;
-      slot->entries.resize(g.nranks);
-    }
-    reg = slot;
+    reg = registrationOf(g, seq);
     if (reg->failed) {
       return fail(kSystemError, "regMrSym: collective registration #%lu already failed on another rank",
                   static_cast<unsigned long>(seq));

@@ -348,6 +348,10 @@ pub struct Row {
     /// Interference rows: the background operation and how it fared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub background: Option<Background>,
+    /// Interference rows: the foreground operations in each of the row's timed loops, alone and
+    /// together (-n, or more where the background's window needed more to be covered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fg_iters: Option<u32>,
 }
 
 impl Row {

@@ -412,6 +412,7 @@ fn full_ep_row() -> Row {
         together_us: Some(61.478912345),
         slowdown: Some(1.0193),
         overlap: Some(1.0),
+        fg_iters: Some(480),
         background: Some(Background {
             op: "allreduce".into(),
             size_bytes: 1 << 20,

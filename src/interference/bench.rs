@@ -297,6 +297,7 @@ impl Runner<'_> {
             let row = Row {
                 time_us: Some(fg_alone),
                 alone_us: Some(fg_alone),
+                fg_iters: Some(cfg.common.iters),
                 wrong,
                 background: Some(results::Background { op: "none".into(), ..Default::default() }),
                 ..self.bandwidths(p, fg_alone)
@@ -414,6 +415,7 @@ impl Runner<'_> {
             ranks: self.bg.comm.nranks as u64,
             fg_alone: m.fg_alone,
             together: self.reduce(m.marks.fg_us(m.plan.fg_iters)),
+            fg_iters: m.plan.fg_iters,
             overlap: m.overlap,
             bg_alone: self.reduce(m.bg_alone_mine),
             bg_inside_us: self.reduce(inside.map_or(0.0, |i| i.0)),
@@ -630,6 +632,8 @@ struct Pair {
     ranks: u64,
     fg_alone: f64,
     together: f64,
+    /// Foreground operations in each timed loop, alone and together.
+    fg_iters: u32,
     /// The smallest share of the foreground's timed window the background covered on any rank.
     overlap: f64,
     bg_alone: f64,
@@ -673,6 +677,7 @@ impl Pair {
             together_us: Some(self.together),
             slowdown: Some(self.together / self.fg_alone),
             overlap: Some(self.overlap),
+            fg_iters: Some(self.fg_iters),
             wrong: self.fg_wrong.zip(self.bg_wrong).map(|(a, b)| a + b),
             reason: (!notes.is_empty()).then(|| notes.join("; ")),
             background: Some(results::Background {
@@ -839,6 +844,7 @@ mod tests {
             ranks: 4,
             fg_alone: 10.0,
             together: 15.0,
+            fg_iters: 480,
             overlap: 1.0,
             bg_alone: 20.0,
             bg_inside_us: 25.0,
@@ -855,6 +861,7 @@ mod tests {
         let r = pair().row(BgOp::AllReduce, fg);
         assert_eq!((r.time_us, r.alone_us, r.together_us, r.slowdown), (Some(15.0), Some(10.0), Some(15.0), Some(1.5)));
         assert_eq!((r.overlap, r.wrong, r.reason.as_deref(), r.busbw_gbps), (Some(1.0), Some(3), None, Some(7.0)));
+        assert_eq!(r.fg_iters, Some(480));
         let b = r.background.unwrap();
         assert_eq!((b.op.as_str(), b.size_bytes, b.count, b.ranks), ("allreduce", 1 << 20, 1 << 18, 4));
         assert_eq!((b.alone_us, b.together_us, b.slowdown, b.wrong), (Some(20.0), Some(25.0), Some(1.25), Some(2)));

@@ -124,6 +124,7 @@ pub fn interference_row(bg_size: u64, fg: (f64, f64), bg: (f64, f64), cycle: u32
         together_us: Some(fg.1),
         slowdown: Some(fg.1 / fg.0),
         overlap: Some(1.0),
+        fg_iters: Some(20),
         background: Some(Background {
             op: "allreduce".into(),
             size_bytes: bg_size,

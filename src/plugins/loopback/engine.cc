@@ -390,12 +390,21 @@ Result applySignal(CollComm& c, int context, int sender, uint64_t regSeq, uint64
                      0, /*orderAfterLane=*/false);
 }
 
-Result drainTimeline(Timeline& t, double timeoutSeconds, const char* what) {
+Result drainTimeline(Timeline& t, double timeoutSeconds, const char* what, std::mutex* shared) {
+  auto locked = [shared] { return shared ? std::unique_lock<std::mutex>(*shared) : std::unique_lock<std::mutex>(); };
+  uint64_t ticket = 0;
+  {
+    auto hold = locked();
+    ticket = t.issued;
+  }
   auto deadline = Clock::now() + std::chrono::duration<double>(timeoutSeconds);
   for (;;) {
     uint64_t done = 0;
-    if (Result r = t.mover->poll(t, &done); r != kSuccess) return r;
-    if (done >= t.issued) return kSuccess;
+    {
+      auto hold = locked();
+      if (Result r = t.mover->poll(t, &done); r != kSuccess) return r;
+    }
+    if (done >= ticket) return kSuccess;
     if (Clock::now() > deadline) {
       return fail(kSystemError, "%s did not complete within %.0f s (GPU hung?)", what, timeoutSeconds);
     }
@@ -792,24 +801,13 @@ Result settleLanes(CollComm& c, const char* what) {
   for (bool device : {false, true}) {
     SignalDomain& d = c.group->domain(c.rank, device);
     Timeline* t = nullptr;
-    uint64_t ticket = 0;
     {
       std::lock_guard<std::mutex> dlock(d.mutex);
-      if (d.timeline) t = d.timeline.get(), ticket = t->issued;
+      t = d.timeline.get();
     }
-    auto deadline = Clock::now() + std::chrono::duration<double>(c.config.timeoutSeconds);
-    for (uint64_t done = 0; t != nullptr && result == kSuccess;) {
-      {
-        std::lock_guard<std::mutex> dlock(d.mutex);
-        if (Result r = t->mover->poll(*t, &done); r != kSuccess) result = r;
-      }
-      if (done >= ticket) break;
-      if (Clock::now() > deadline) {
-        result = fail(kSystemError, "%s: signal writes did not complete within %.0f s (GPU hung?)", what,
-                      c.config.timeoutSeconds);
-      }
-      sched_yield();
-    }
+    if (t == nullptr) continue;
+    Result r = drainTimeline(*t, c.config.timeoutSeconds, "signal writes into this rank's words", &d.mutex);
+    if (r != kSuccess && result == kSuccess) result = r;
   }
   if (dropped > 0) {
     warn("rank %d, %s: %zu held piece(s) of puts or gets that never completed were dropped: their windows' owners had "

@@ -18,7 +18,8 @@ Result settleLanes(CollComm& c, const char* what);
 // Applies a signal that arrived as a message from rank `sender` (another process) to this
 // rank's window `regSeq` at `offset`: the same shadow + write path as a local signal.
 Result applySignal(CollComm& c, int context, int sender, uint64_t regSeq, uint64_t offset, uint64_t delta);
-// Waits (bounded) until everything issued on `t` has completed.
-Result drainTimeline(Timeline& t, double timeoutSeconds, const char* what);
+// Waits (bounded) until `t` has completed what was issued on it when called. `shared`: the
+// mutex of a timeline other ranks issue on too (a signal domain's), held around each look.
+Result drainTimeline(Timeline& t, double timeoutSeconds, const char* what, std::mutex* shared = nullptr);
 
 }  // namespace gbl

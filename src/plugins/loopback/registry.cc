@@ -169,8 +169,7 @@ Result connect(void* handles[], int nranks, int rank, void* listenComm, int nCon
   // From here a failure must take the rank out of the group again.
   c->v11 = nContexts > 0;
   if (nContexts > 0) addContexts(*c, nContexts);
-  Result r = kSuccess;
-  if (r == kSuccess) r = connectPeers(*c, all, *l, key);
+  Result r = connectPeers(*c, all, *l, key);
   if (r != kSuccess) {
     closePeers(*c);
     leaveGroup(*c);

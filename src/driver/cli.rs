@@ -327,9 +327,9 @@ impl Common {
             ));
         }
         let loopback = a.gin_backend == crate::gin_backend::Backend::Loopback;
-        // NCCL sees virtual nodes only where each process is one (NCCL_HOSTID per process):
-        // threads of one process are one node whatever --emulate-nodes says.
-        // (The launcher's rank and size make each process's NCCL_HOSTID: without them, nothing.)
+        // NCCL sees virtual nodes only where each process is one, with an NCCL_HOSTID made of the
+        // launcher's rank and size: threads of one process are one node whatever
+        // --emulate-nodes says.
         let per_process = launcher_rank().is_some();
         crate::gin_transport::check_emulate_nodes(
             a.emulate_nodes,
@@ -484,17 +484,17 @@ pub fn check_distinct(a: (&Path, &str), b: (&Path, &str)) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_list_holds_at_most_a_sweeps_points() {
         let n = crate::harness::sizes::MAX_SWEEP;
         let items = |k: u64| (1..=k).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
         let parse = |s: &str| Ok(s.parse::<u64>().unwrap());
-        assert_eq!(super::list(&items(n), "size", parse).unwrap().len() as u64, n);
-        let e = super::list(&items(n + 1), "size", parse).unwrap_err();
+        assert_eq!(list(&items(n), "size", parse).unwrap().len() as u64, n);
+        let e = list(&items(n + 1), "size", parse).unwrap_err();
         assert!(e.msg.contains("more than 10000 items in the size list"), "{e}");
     }
-
-    use super::*;
 
     #[test]
     fn results_targets_are_checked_up_front() {

@@ -109,12 +109,13 @@ pub fn reduce(
     let samples: Vec<Vec<f64>> = all.iter().map(|v| v[head..].to_vec()).collect();
     let pct = stats::percentiles(&stats::slowest_per_iteration(&samples));
     let extras: Vec<f64> = (3..head).map(|i| pick(i).iter().sum::<f64>() / all.len() as f64).collect();
-    let timed_extras = match stats::chosen_rank(&pick(0), average) {
+    let times = pick(0);
+    let timed_extras = match stats::chosen_rank(&times, average) {
         Some(r) => all[r][3..head].to_vec(),
         None => extras.clone(),
     };
     Reduced {
-        time_us: stats::reduce(&pick(0), average),
+        time_us: stats::reduce(&times, average),
         cpu_us: stats::reduce(&pick(1), average),
         p50_us: pct.map(|p| p.0),
         p99_us: pct.map(|p| p.1),

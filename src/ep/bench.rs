@@ -463,6 +463,7 @@ impl<'a> Phases<'a> {
             let rec = self.imp.received(c, inp, &layout)?;
             bad += checks.rows(gpu, &inp.args, &rec, seed)?;
             if run {
+                inp.out.poison(gpu)?;
                 harness::run_once(gpu, graph, &mut || {
                     (0..decoys).try_for_each(|_| self.combine())?;
                     checks.expert(gpu, &inp.args, &rec, seed)?;

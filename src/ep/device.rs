@@ -114,6 +114,13 @@ impl Buf {
         assert!(n * std::mem::size_of::<T>() <= self.bytes);
         read(gpu, self.ptr, n)
     }
+
+    /// Every bit set, in stream order (no host sync): what `gb_ep_verify_combine` expects past
+    /// the valid rows.
+    pub fn poison(&self, gpu: &Gpu) -> Result<()> {
+        unsafe { cudarc::driver::result::memset_d8_async(self.ptr, 0xff, self.bytes, gpu.stream.cu_stream()) }?;
+        Ok(())
+    }
 }
 
 /// `n` values from device address `ptr`, after the stream's work.
@@ -326,11 +333,18 @@ impl Checks {
         })
     }
 
-    /// Wrong values among the combined tokens.
+    /// Wrong values among the combined tokens, and poisoned elements ([`Buf::poison`], before
+    /// the combines) overwritten past them.
     pub fn combined(&self, gpu: &Gpu, inp: &Inputs, seed: u32) -> Result<u64> {
+        let a = &inp.args;
+        let cap = (inp.out.bytes / (2 * a.hidden as usize)) as i32;
+        // Under the break the guard starts on the last valid token, as a combine that wrote one
+        // token too many would reach it.
+        let guard = a.tokens - (self.brk == Break::GuardOverlap && a.tokens > 0) as i32;
         self.count(gpu, |wrong| {
             let mut b = gpu.stream.launch_builder(&self.verify_combine);
-            b.arg(&inp.out.ptr).arg(&inp.args).arg(&inp.idx.ptr).arg(&inp.weight.ptr).arg(&seed).arg(&wrong);
+            b.arg(&inp.out.ptr).arg(a).arg(&inp.idx.ptr).arg(&inp.weight.ptr).arg(&seed).arg(&guard).arg(&cap);
+            b.arg(&wrong);
             unsafe { b.launch(grid(WAVE, 0)) }?;
             Ok(())
         })

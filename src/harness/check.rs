@@ -25,8 +25,9 @@ pub enum Break {
     /// EP: every row gets the next expert's gains, as a combine that took another selection's
     /// row would see them.
     WrongExpert,
-    /// alltoall: the guard after each operation's receive span starts on its last element, as
-    /// an operation that wrote one element too many would write into it.
+    /// The guard after each operation's output starts on its last element, as an operation
+    /// that wrote one element too many would write into it. alltoall: each receive span; EP:
+    /// the combined tokens (every combine row wrong, no dispatch).
     GuardOverlap,
     /// The checked operations are not run, as an impl that wrote nothing would leave its
     /// buffers. alltoall: out of place every received element is wrong; in place every element

@@ -254,9 +254,17 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS) gb_ep_verify_rows(const
 // (src/ep/routing.rs) and gains differ between experts, so a selection dropped or taken twice
 // moves many channels of its token past the tolerance (not every channel: against seven
 // selections at gain 4, one at gain 1/2 is under 1 % of the sum).
+//
+// Rows from `guard` to `cap` (the buffer's rows) must still hold the poison written before the
+// combines (every bit set: a BF16 NaN no reduction produces), so a combine that writes a token
+// past `a.tokens` is counted too.
+#define EP_POISON 0xffffu  // src/ep/device.rs Buf::poison
 extern "C" __global__ void gb_ep_verify_combine(const __nv_bfloat16* out, EpArgs a, const int* idx, const float* w,
-                                                uint32_t seed, unsigned long long* wrong) {
+                                                uint32_t seed, int guard, int cap, unsigned long long* wrong) {
   unsigned long long bad = 0;
+  const uint16_t* bits = reinterpret_cast<const uint16_t*>(out);
+  for (size_t i = gb_tid() + size_t(guard) * a.hidden; i < size_t(cap) * a.hidden; i += gb_nthreads())
+    bad += bits[i] != EP_POISON;
   const size_t n = size_t(a.tokens) * a.hidden;
   for (size_t i = gb_tid(); i < n; i += gb_nthreads()) {
     const int t = int(i / a.hidden), h = int(i % a.hidden);

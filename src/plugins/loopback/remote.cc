@@ -398,37 +398,30 @@ Result progressPeers(CollComm& c) {
       if (r != kSuccess) c.stashed.store(true);  // apply what arrived first, then report
       if (ch.closedByPeer() && ch.dead()) return peerDied(c, ch);
     }
-    // In order. A signal whose window (or context) this rank has not registered yet waits, with
-    // every later one of the channel, for the next progress: its sender may finish regMrSym (or
-    // createContext) before this rank does, and a NIC would have written it all the same. A
-    // signal that fails (its window deregistered here) is reported and the later ones are still
-    // applied, so one bad message does not end the channel's signals.
+    // In order per context. A signal whose window (or context) this rank has not registered yet
+    // waits, with every later one of its context, for the next progress: its sender may finish
+    // regMrSym (or createContext) before this rank does, and a NIC would have written it all the
+    // same. Other contexts' signals go on: GIN orders signals per context only. A signal that fails
+    // (its window deregistered here) is reported and the later ones are still applied, so one bad
+    // message does not end the channel's signals.
     Result first = kSuccess;
     const int from = ch.peer();
-    for (size_t i = 0; i < signals.size(); i++) {
-      const ChannelMsg& m = signals[i].msg;
+    std::vector<uint64_t> blocked;  // contexts with a signal waiting
+    std::deque<Channel::Received> waiting;
+    for (const Channel::Received& s : signals) {
+      const ChannelMsg& m = s.msg;
       // v11 has its one context from connect: a higher one can never come.
       if (m.from != static_cast<uint32_t>(from) || m.to != static_cast<uint32_t>(c.rank) ||
           (c.v11 && m.a >= static_cast<uint64_t>(c.nContexts))) {
         return fail(kRemoteError, "a malformed signal message came from rank %d (from %u to %u, context %llu of %d)",
                     from, m.from, m.to, static_cast<unsigned long long>(m.a), c.nContexts);
       }
-      if (m.a >= static_cast<uint64_t>(c.nContexts) || !signalWindowKnown(c, m.c)) {
-        auto now = Clock::now();
-        if (ch.heldSince == Clock::time_point{}) ch.heldSince = now;
-        if (now - ch.heldSince > std::chrono::duration<double>(c.config.timeoutSeconds)) {
-          return fail(kRemoteError,
-                      "a signal from rank %d names window #%llu on context %llu, which rank %d did not register "
-                      "within %.0f s",
-                      from, static_cast<unsigned long long>(m.c), static_cast<unsigned long long>(m.a), c.rank,
-                      c.config.timeoutSeconds);
-        }
-        std::lock_guard<std::mutex> lock(ch.mutex);
-        ch.received.insert(ch.received.begin(), signals.begin() + static_cast<std::ptrdiff_t>(i), signals.end());
-        c.stashed.store(true, std::memory_order_release);
-        return first;
+      bool behind = std::find(blocked.begin(), blocked.end(), m.a) != blocked.end();
+      if (behind || m.a >= static_cast<uint64_t>(c.nContexts) || !signalWindowKnown(c, m.c)) {
+        if (!behind) blocked.push_back(m.a);
+        waiting.push_back(s);
+        continue;
       }
-      ch.heldSince = Clock::time_point{};
       uint64_t& last = c.inSeq[m.a * static_cast<uint64_t>(c.nranks) + static_cast<uint64_t>(from)];
       if (m.b != last + 1) {
         return fail(kInternalError, "signal message %llu from rank %d on context %llu arrived after %llu (lost or "
@@ -440,6 +433,27 @@ Result progressPeers(CollComm& c) {
       Result r = applySignal(c, static_cast<int>(m.a), from, m.c, m.d, m.e);
       if (first == kSuccess) first = r;
     }
+    if (waiting.empty()) {
+      ch.heldSince = Clock::time_point{};
+      return first;
+    }
+    // Timed from when the oldest waiting signal became the oldest.
+    const ChannelMsg& oldest = waiting.front().msg;
+    auto now = Clock::now();
+    if (ch.heldSince == Clock::time_point{} || ch.heldContext != oldest.a || ch.heldSeq != oldest.b) {
+      ch.heldSince = now;
+      ch.heldContext = oldest.a;
+      ch.heldSeq = oldest.b;
+    } else if (now - ch.heldSince > std::chrono::duration<double>(c.config.timeoutSeconds)) {
+      return fail(kRemoteError,
+                  "a signal from rank %d names window #%llu on context %llu, which rank %d did not register "
+                  "within %.0f s",
+                  from, static_cast<unsigned long long>(oldest.c), static_cast<unsigned long long>(oldest.a), c.rank,
+                  c.config.timeoutSeconds);
+    }
+    std::lock_guard<std::mutex> lock(ch.mutex);
+    ch.received.insert(ch.received.begin(), waiting.begin(), waiting.end());
+    c.stashed.store(true, std::memory_order_release);
     return first;
   };
   if (all) {

@@ -1000,6 +1000,7 @@ void caseMultiProcessBroken();
 void caseMultiProcessPeerDeath();
 void caseExitWhileBusy();
 void caseSignalWaitsForItsWindow();
+void caseSignalWaitsPerContext();
 void caseClosedPeerFailsAlone();
 int childMain(int argc, char** argv);
 
@@ -1034,6 +1035,7 @@ static const Case kCases[] = {
     {"processes_peer_death", caseMultiProcessPeerDeath},
     {"exit_while_busy", caseExitWhileBusy},
     {"processes_signal_waits_for_its_window", caseSignalWaitsForItsWindow},
+    {"processes_signal_waits_per_context", caseSignalWaitsPerContext},
     {"processes_closed_peer_fails_alone", caseClosedPeerFailsAlone},
 };
 

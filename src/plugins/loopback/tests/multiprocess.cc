@@ -862,18 +862,23 @@ namespace {
 //     signal must wait for it, not be dropped (and every later one with it).
 //   bye: rank 2 closes normally; rank 0's signal to it fails, and rank 0 still applies rank 1's
 //     signals after that, with at most one failing progress call, not one per call.
+//   contexts (RMA v14): rank 0 has two rmaCtx, rank 1 one so far. Rank 0 signals rank 1 on its
+//     second context, which rank 1 does not have yet, then on the first: the first's signal is
+//     applied while the other waits, and that one is applied once rank 1 creates its second.
 int childDeliver(int coord, const std::string& scenario, int rank, int n) {
   configure(nullptr, nullptr, "10");
   const GinTableV11& G = ncclGinPlugin_v11;
+  const RmaTableV14& R = ncclRmaPlugin_v14;
+  const bool v14 = scenario == "contexts";
   std::vector<char> table(static_cast<size_t>(n) * kNetHandleMaxSize);
   void* listen = nullptr;
-  if (G.listen(nullptr, 0, table.data() + rank * kNetHandleMaxSize, &listen) != kSuccess) return 20;
+  if ((v14 ? R.listen : G.listen)(nullptr, 0, table.data() + rank * kNetHandleMaxSize, &listen) != kSuccess) return 20;
   coordSend(coord, table.data() + rank * kNetHandleMaxSize, kNetHandleMaxSize);
   if (coordRecv(coord, table.data(), table.size(), 30) != static_cast<ssize_t>(table.size())) return 21;
   std::vector<void*> handles;
   for (int r = 0; r < n; r++) handles.push_back(table.data() + r * kNetHandleMaxSize);
   void* comm = nullptr;
-  if (G.connect(nullptr, handles.data(), n, rank, listen, &comm) != kSuccess) return 22;
+  if ((v14 ? R.connect : G.connect)(nullptr, handles.data(), n, rank, listen, &comm) != kSuccess) return 22;
   auto barrier = [&] {
     coordSend(coord, "B", 1);
     char ack;
@@ -917,6 +922,34 @@ int childDeliver(int coord, const std::string& scenario, int rank, int n) {
       proxy.join();
     }
     if (!barrier()) return 26;
+  } else if (scenario == "contexts") {
+    RmaConfigV14 one{1, 0, 1};
+    void *first = nullptr, *second = nullptr;
+    if (R.createContext(comm, &one, &first) != kSuccess) return 32;
+    if (rank == 0 && R.createContext(comm, &one, &second) != kSuccess) return 32;
+    if (R.regMrSym(comm, sig, sizeof sig, kPtrHost, 0, &mh) != kSuccess) return 23;
+    if (rank == 0) {
+      void* req = nullptr;
+      for (void* ctx : {second, first}) {
+        const uint64_t off = ctx == second ? 0 : 8;
+        if (R.iputSignal(ctx, 0, 0, nullptr, 0, 0, nullptr, 1, off, mh, 1, kSignalOpInc, true, &req) != kSuccess ||
+            !wait(req)) {
+          code = 24;
+        }
+      }
+      if (!barrier()) return 26;  // rank 1 has both
+    } else {
+      auto until = Clock::now() + std::chrono::seconds(5);
+      while (word(&sig[1]) == 0 && Clock::now() < until) R.rmaProgress(first);
+      if (word(&sig[1]) != 1) code = 33;  // held behind the other context's signal
+      if (word(&sig[0]) != 0) code = 34;  // applied on a context that does not exist here
+      if (R.createContext(comm, &one, &second) != kSuccess) return 32;
+      until = Clock::now() + std::chrono::seconds(5);
+      while (word(&sig[0]) == 0 && Clock::now() < until) R.rmaProgress(first);
+      if (word(&sig[0]) != 1) code = 35;
+      if (!barrier()) return 26;
+    }
+    for (void* ctx : {first, second}) R.destroyContext(ctx);
   } else if (scenario == "bye") {
     if (G.regMrSym(comm, sig, sizeof sig, kPtrHost, 0, &mh, &gh) != kSuccess) return 23;
     if (!barrier()) return 26;
@@ -951,9 +984,9 @@ int childDeliver(int coord, const std::string& scenario, int rank, int n) {
       if (failed > 1) code = 30;
     }
   }
-  if (G.deregMrSym(comm, mh) != kSuccess && code == 0 && scenario != "bye") code = 31;
-  G.closeColl(comm);
-  G.closeListen(listen);
+  if ((v14 ? R.deregMrSym : G.deregMrSym)(comm, mh) != kSuccess && code == 0 && scenario != "bye") code = 31;
+  (v14 ? R.closeColl : G.closeColl)(comm);
+  (v14 ? R.closeListen : G.closeListen)(listen);
   return code;
 }
 
@@ -988,6 +1021,7 @@ void deliver(const char* scenario, int n) {
 
 void caseSignalWaitsForItsWindow() { deliver("held", 2); }
 void caseClosedPeerFailsAlone() { deliver("bye", 3); }
+void caseSignalWaitsPerContext() { deliver("contexts", 2); }
 
 // `contract_test --child <fd> net <mode>` / `--child <fd> gin <proc> <variant>`.
 int childMain(int argc, char** argv) {

@@ -172,10 +172,18 @@ Result issueCopy(CollComm& c, Lane& lane, Request* req, const HeldChunk& piece) 
   return kSuccess;
 }
 
+// A held piece no longer held: its op may complete once the rest has; if the piece was dropped,
+// only with an error.
+void unhold(const Lane& lane, const HeldChunk& h, bool dropped) {
+  if (h.req == nullptr) return;
+  h.req->heldChunks--;
+  if (dropped) h.req->droppedFrom = lane.peer;
+}
+
 // A held piece, issued at last: unless the peer deregistered its window meanwhile (the caller's
 // error: on a NIC, a write into memory no longer registered), then it is dropped.
 Result issueHeld(CollComm& c, Lane& lane, const HeldChunk& h) {
-  if (h.req != nullptr) h.req->heldChunks--;
+  unhold(lane, h, h.windowGone());
   if (h.windowGone()) {
     return fail(kInvalidUsage, "rank %d deregistered a window while a put or get of rank %d to it was in flight",
                 lane.peer, c.rank);
@@ -679,6 +687,11 @@ Result test(void* collComm, void* request, int* done) {
     if (Result r = releaseDue(c); r != kSuccess) return noteError(c, r);
   }
   if (req->heldChunks > 0) return kSuccess;
+  if (req->droppedFrom >= 0) {
+    return noteError(c, fail(kInvalidUsage, "test: part of this op never landed: rank %d deregistered its window while "
+                             "the op was in flight",
+                             req->droppedFrom));
+  }
   for (; req->partsDone < req->parts.size(); req->partsDone++) {
     const Part& p = req->parts[req->partsDone];
     if (p.sentLane != nullptr) {
@@ -784,7 +797,7 @@ Result settleLanes(CollComm& c, const char* what) {
     auto gone = [](const HeldChunk& h) { return h.untilTested || h.windowGone(); };
     for (const HeldChunk& h : lane.held) {
       if (!gone(h)) continue;
-      if (h.req != nullptr) h.req->heldChunks--;
+      unhold(lane, h, !h.untilTested);
       if (!h.untilTested) dropped++;
     }
     lane.held.erase(std::remove_if(lane.held.begin(), lane.held.end(), gone), lane.held.end());

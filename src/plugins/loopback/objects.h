@@ -143,6 +143,7 @@ struct Request {
   std::vector<Part> parts;
   size_t partsDone = 0;  // parts[0, partsDone) are known complete
   int heldChunks = 0;   // chaos: chunks not issued yet
+  int droppedFrom = -1;  // chaos: a held chunk to this peer was dropped, its window gone; -1: none
   int lateReports = 0;  // chaos: "not done" answers left after completion
   std::chrono::steady_clock::time_point issued{};  // GINBENCH_LOOPBACK_STATS only
 };

@@ -815,7 +815,7 @@ static void caseDeregSettlesHeld() {
 }
 
 // A peer deregisters the destination of puts chaos still holds back: they are dropped with an
-// error, never written into memory that is no longer registered.
+// error, never written into memory that is no longer registered, and their ops fail when tested.
 static void casePeerDeregDropsHeld() {
   configure("99", nullptr);
   const int n = 2, size = 4096;
@@ -827,11 +827,9 @@ static void casePeerDeregDropsHeld() {
     void* wh = reg(false, comm, r == 1 ? dst.data() : src.data(), size);
     void* sh = reg(false, comm, src.data(), size);
     b.wait();
+    std::vector<void*> reqs(16, nullptr);
     if (r == 0) {
-      for (int i = 0; i < 16; i++) {
-        void* req = nullptr;
-        CHECK_OK(ncclGinPlugin_v11.iput(comm, i * 256, sh, 256, i * 256, wh, 1, &req));
-      }
+      for (int i = 0; i < 16; i++) CHECK_OK(ncclGinPlugin_v11.iput(comm, i * 256, sh, 256, i * 256, wh, 1, &reqs[i]));
       CHECK(heldPieces(comm) > 0, "chaos held nothing back, the case tests nothing");
     }
     b.wait();
@@ -852,6 +850,19 @@ static void casePeerDeregDropsHeld() {
       bool untouched = true;
       for (int i = 0; i < size; i++) untouched = untouched && dst[i] == 0x55;
       CHECK(untouched, "a held put was written into a deregistered window");
+      // Every op ends: done, or (one piece dropped at least) failed, never done.
+      int failed = 0;
+      for (void* req : reqs) {
+        int done = 0;
+        for (int i = 0; i < 100000 && !done; i++) {
+          if (ncclGinPlugin_v11.test(comm, req, &done) != kSuccess) {
+            CHECK(strstr(lastWarning(), "never landed") != nullptr, "test failed: %s", lastWarning());
+            failed++;
+            break;
+          }
+        }
+      }
+      CHECK(failed > 0, "every op with a dropped piece reported success");
       CHECK_OK(ncclGinPlugin_v11.deregMrSym(comm, wh));
     }
     b.wait();

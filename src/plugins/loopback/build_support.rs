@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 const SRC_DIR: &str = "src/plugins/loopback";
 const LIBRARY: &str = "libnccl-net-ginbench.so";
 const CONTRACT_TEST: &str = "ginbench-loopback-contract-test";
-const GPU_SMOKE: &str = "ginbench-loopback-gpu-smoke";
+pub const GPU_SMOKE: &str = "ginbench-loopback-gpu-smoke";
 
 fn fail(msg: &str) -> ! {
     eprintln!("\nginbench build: loopback GIN plugin: {msg}\n");

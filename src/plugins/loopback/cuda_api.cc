@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -15,6 +16,7 @@ namespace {
 std::once_flag gOnce;
 Api gApi;
 Result gLoadResult = kInternalError;
+std::atomic<bool> gLoaded{false};  // gLoadResult is kSuccess, readable outside the call_once
 
 template <typename F>
 bool bind(void* lib, F* slot, const char* name, const char* fallback = nullptr) {
@@ -86,6 +88,7 @@ void loadOnce() {
     return;
   }
   gLoadResult = kSuccess;
+  gLoaded.store(true, std::memory_order_release);
 }
 
 std::mutex gCtxMutex;
@@ -99,6 +102,8 @@ Result load(const Api** out) {
   *out = &gApi;
   return kSuccess;
 }
+
+const Api* loaded() { return gLoaded.load(std::memory_order_acquire) ? &gApi : nullptr; }
 
 Result check(Status status, const char* what) {
   if (status == kOk) return kSuccess;

@@ -95,6 +95,9 @@ struct Api {
 // driver is installed.
 Result load(const Api** out);
 
+// The driver API if an earlier load() succeeded, else null; never loads it.
+const Api* loaded();
+
 // "cuXxx failed: <driver's text> (<code>)" as an NCCL error, logged once.
 Result check(Status status, const char* what);
 

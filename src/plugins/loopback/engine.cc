@@ -836,6 +836,7 @@ Result closeColl(void* collComm) {
   untrack(cp);  // no new calls from here on
   CollComm& c = *cp;
   Result result = kSuccess;
+  CallerContext keep;
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     result = settleLanes(c, "puts before close");

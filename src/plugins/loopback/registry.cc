@@ -347,6 +347,7 @@ Result deregMrSym(void* collComm, void* mhandle) {
   CollComm& c = *static_cast<CollComm*>(collComm);
   MemHandle* h = static_cast<MemHandle*>(mhandle);
   Result settled = kSuccess;
+  CallerContext keep;
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     if (c.handles.erase(h) == 0) {

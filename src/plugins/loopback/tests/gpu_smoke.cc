@@ -55,7 +55,7 @@ using Clock = std::chrono::steady_clock;
     return false;                                                          \
   }
 #define GBL_FUNCS(X)                                                                                         \
-  X(cuInit) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent)                \
+  X(cuInit) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxGetCurrent) \
   X(cuDeviceGetAttribute) X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemAddressReserve) X(cuMemMap) \
   X(cuMemSetAccess) X(cuMemUnmap) X(cuMemAddressFree) X(cuMemRelease) X(cuMemsetD8) X(cuMemcpyDtoH)           \
   X(cuMemsetD32Async) X(cuStreamCreate) X(cuStreamQuery) X(cuStreamSynchronize) X(cuStreamDestroy)           \
@@ -341,9 +341,18 @@ static void connectAndRegister(Rank& rk, int r, int n, std::vector<char>& handle
   (void)handles;
 }
 
-static void closeComm(Rank& rk) {
+// Teardown on the rank's own thread, as NCCL's or the application's: a put to itself is left
+// untested, so deregistration settles it on the self lane's stream (a helper GPU where there are
+// two), and the thread's context must be its own afterwards.
+static void closeComm(Rank& rk, int r) {
+  void* req = nullptr;
+  CHECK(gGin->iput(rk.comm, 0, rk.srcH, 8, 0, rk.winH, r, &req) == kSuccess, "rank %d: iput before close", r);
+  CU(p_cuCtxSetCurrent(rk.ctx));
   for (void* h : {rk.sigH, rk.inlH, rk.winH, rk.srcH}) gGin->deregMrSym(rk.comm, h);
   CHECK(gGin->closeColl(rk.comm) == kSuccess, "closeColl");
+  CUcontext now = nullptr;
+  CU(p_cuCtxGetCurrent(&now));
+  CHECK(now == rk.ctx, "rank %d: deregMrSym / closeColl left another CUDA context current on the caller's thread", r);
 }
 
 static double bandwidth(Rank& rk, int peer, int reps) {
@@ -447,7 +456,7 @@ int main(int argc, char** argv) {
       b.wait();
       round(rk, r, n, b, static_cast<uint64_t>(2 * n), "no reset");
       b.wait();
-      closeComm(rk);
+      closeComm(rk, r);
     });
   }
   for (auto& t : threads) t.join();
@@ -470,7 +479,7 @@ int main(int argc, char** argv) {
         CU(p_cuMemsetD8(rk.win.ptr, 0, n * kSlot));
         b.wait();
       }
-      closeComm(rk);
+      closeComm(rk, r);
     });
   }
   for (auto& t : threads) t.join();
@@ -520,7 +529,7 @@ int main(int argc, char** argv) {
         }).join();
       }
       b.wait();
-      closeComm(rk);
+      closeComm(rk, r);
       devFree(rk.win);
       devFree(rk.sig);
       devFree(rk.src);
@@ -703,7 +712,7 @@ static int processChild(const char* lib, int coord, int r, int n) {
     }
     printf("gpu-smoke: process rank %d (GPU %d) pass %d: %s\n", r, rk.dev, pass,
            gFailures.load() == 0 ? "ok" : "FAILED");
-    closeComm(rk);
+    closeComm(rk, r);
     gGin->finalize(inst);
   }
   send(coord, "E", 1, 0);

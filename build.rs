@@ -187,19 +187,22 @@ fn main() {
         .unwrap_or_else(|e| fail(&format!("build-steps.txt: {e}")));
 }
 
-/// The loopback GIN plugin (src/plugins/loopback) and its CPU contract tests; the plugin is also
-/// copied beside the binaries (`target/<profile>/`), where `--gin-backend loopback` looks first,
-/// so a copied set of binaries carries it along.
+/// The loopback GIN plugin (src/plugins/loopback) and its CPU contract tests; the plugin (and the
+/// GPU smoke test, where it was built) is also copied beside the binaries (`target/<profile>/`),
+/// where `--gin-backend loopback` and `ci/gpu-test` look, so a copied set of binaries carries it
+/// along.
 fn loopback_plugin(cuda: &Path, out: &Path) {
     let lib = loopback_build::build(cuda, out);
     loopback_build::build_contract_test(out);
+    let smoke = out.join(loopback_build::GPU_SMOKE);
     // OUT_DIR is <target>/<profile>/build/ginbench-<hash>/out.
-    if let Some(profile_dir) = out.ancestors().nth(3) {
-        let beside = profile_dir.join(lib.file_name().unwrap());
-        let tmp = beside.with_extension("so.tmp");
-        fs::copy(&lib, &tmp)
+    let Some(profile_dir) = out.ancestors().nth(3) else { return };
+    for file in std::iter::once(lib).chain(smoke.exists().then_some(smoke)) {
+        let beside = profile_dir.join(file.file_name().unwrap());
+        let tmp = beside.with_extension("tmp");
+        fs::copy(&file, &tmp)
             .and_then(|_| fs::rename(&tmp, &beside))
-            .unwrap_or_else(|e| fail(&format!("copying the loopback plugin to {}: {e}", beside.display())));
+            .unwrap_or_else(|e| fail(&format!("copying {} to {}: {e}", file.display(), beside.display())));
     }
 }
 

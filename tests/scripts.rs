@@ -2,7 +2,8 @@
 //! parse, refuse bad usage before they look for a GPU, and stop with one line on a node without
 //! one, never start a benchmark; on a fake one-GPU node, `ci/gpu-regression` shows what it runs
 //! and `ci/gpu-fuzz` what it generates. `ci/sanitize-plugin` (CPU, run by `ci/test`) answers usage
-//! the same way.
+//! the same way. The Slurm scripts (`ci/slurm/`), under a fake `srun` and `nsys`, hand every
+//! binary flags it takes and run every step.
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -196,5 +197,79 @@ fn gpu_fuzz_generates_mostly_valid_runs_and_reports_findings() {
     // Each with its output: here the benchmark's one line saying why it stopped.
     assert_eq!(findings.matches("\n  stderr: ").count(), no_gpu, "{findings}");
     assert_eq!(findings.matches(": error: ").count(), no_gpu, "{findings}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `ci/slurm/{efa,ib}.sbatch` under a fake `srun` (drops its own options, answers `mpi-check`,
+/// runs the rest as rank 0 of 16 on 2 nodes of 8, with no GPU visible) and a fake `nsys` (logs its
+/// options, runs the program): every binary must take its flags (a refused flag is exit 6; with
+/// them taken it stops at exit 8, no GPU), every step must run and be named as failed, and
+/// efa's capture must sample the NIC counters.
+#[test]
+fn slurm_scripts_hand_the_binaries_flags_they_take() {
+    let dir = std::env::temp_dir().join(format!("ginbench-slurm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    };
+    exe(
+        "srun",
+        "#!/bin/bash\nwhile [ $# -gt 0 ]; do case $1 in -N|-n) shift 2 ;; -*) shift ;; *) break ;; esac; done\n\
+         [ \"$2\" = mpi-check ] && exit 0\n\
+         SLURM_PROCID=0 SLURM_LOCALID=0 CUDA_VISIBLE_DEVICES= \"$@\"\n",
+    );
+    exe(
+        "nsys",
+        "#!/bin/bash\necho \"nsys $*\" >> \"$NSYS_LOG\"\nshift\n\
+         while [ $# -gt 0 ]; do case $1 in -t|-o|--force-overwrite|--enable) shift 2 ;; -*) shift ;; *) break ;; esac; done\n\
+         exec \"$@\"\n",
+    );
+    let bin = Path::new(env!("CARGO_BIN_EXE_alltoall_perf")).parent().unwrap();
+    let path = format!("{}:{}", dir.display(), std::env::var("PATH").unwrap_or_default());
+    let steps = ["alltoall", "ep", "ep-node", "interference-shared", "interference-socket", "interference-node"];
+    for (script, ib_sl, tc) in [("efa", None, false), ("ib", None, true), ("ib", Some("3"), false)] {
+        let out = dir.join(format!("out-{script}-{tc}"));
+        let nsys_log = dir.join(format!("nsys-{script}-{tc}.log"));
+        let mut cmd = Command::new("bash");
+        cmd.arg(Path::new(ROOT).join(format!("ci/slurm/{script}.sbatch")))
+            .current_dir(ROOT)
+            .env("PATH", &path)
+            .env("SLURM_SUBMIT_DIR", ROOT)
+            .env("SLURM_JOB_ID", "7")
+            .env("SLURM_NTASKS", "16")
+            .env("SLURM_NTASKS_PER_NODE", "8(x2)")
+            .env("SLURM_JOB_NUM_NODES", "2")
+            .env("GINBENCH_BIN", bin)
+            .env("GB_OUT", &out)
+            .env("GB_PROFILE_SIZE", "64M")
+            .env("NSYS_LOG", &nsys_log)
+            .env_remove("NCCL_IB_TC");
+        match ib_sl {
+            Some(sl) => cmd.env("NCCL_IB_SL", sl),
+            None => cmd.env_remove("NCCL_IB_SL"),
+        };
+        let o = cmd.output().unwrap();
+        let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert_eq!(o.status.code(), Some(1), "{script}: {stdout}\n{stderr}");
+        let mut want: Vec<&str> = steps.to_vec();
+        if tc {
+            want.push("interference-tc");
+        }
+        want.push("profile");
+        for step in &want {
+            assert!(stdout.contains(&format!("== {step}: exit 8\n")), "{script}: step {step}: {stdout}\n{stderr}");
+        }
+        assert_eq!(stdout.matches(": exit ").count(), want.len(), "{script}: {stdout}");
+        assert_eq!(stderr.matches("no CUDA driver").count(), want.len() + 1, "{script} (env included): {stderr}");
+        let failed = stderr.lines().find(|l| l.starts_with("ci/slurm: failed steps: env ")).unwrap_or_default();
+        assert!(failed.contains("profile"), "{script}: {stderr}");
+        // A failed `ginbench env` leaves no file, whole or partial.
+        assert!(!out.join("env.json").exists() && !out.join("env.json.tmp").exists(), "{script}");
+        let nsys = std::fs::read_to_string(&nsys_log).unwrap();
+        assert_eq!(nsys.contains("--enable efa_metrics"), script == "efa", "{nsys}");
+        assert!(nsys.contains("--capture-range=cudaProfilerApi --capture-range-end=repeat"), "{nsys}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

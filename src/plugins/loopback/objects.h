@@ -143,7 +143,7 @@ struct Request {
   std::vector<Part> parts;
   size_t partsDone = 0;  // parts[0, partsDone) are known complete
   int heldChunks = 0;   // chaos: chunks not issued yet
-  int droppedFrom = -1;  // chaos: a held chunk to this peer was dropped, its window gone; -1: none
+  int droppedFrom = -1;  // chaos: a held chunk to this peer never landed (engine.cc unhold); -1: none
   int lateReports = 0;  // chaos: "not done" answers left after completion
   std::chrono::steady_clock::time_point issued{};  // GINBENCH_LOOPBACK_STATS only
 };
@@ -225,6 +225,7 @@ struct CollComm {
   std::vector<uint64_t> inSeq;   // [context * nranks + sender]: last signal applied
   // A peer process died: every later op fails. Set from regMrSym's thread too, without `mutex`.
   std::atomic<Result> peerError{kSuccess};
+  int lostFrom = -1;  // an op lost a held piece to this peer (engine.cc unhold): every later op fails
   std::atomic<bool> stashed{false};  // regMrSym left signals in a channel's queue for progress()
   std::chrono::steady_clock::time_point nextStateLine{};  // GINBENCH_LOOPBACK_STATS: see dumpState
   bool isLocal(int r) const { return local.empty() || local[static_cast<size_t>(r)] != 0; }

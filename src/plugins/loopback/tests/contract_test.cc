@@ -850,19 +850,25 @@ static void casePeerDeregDropsHeld() {
       bool untouched = true;
       for (int i = 0; i < size; i++) untouched = untouched && dst[i] == 0x55;
       CHECK(untouched, "a held put was written into a deregistered window");
-      // Every op ends: done, or (one piece dropped at least) failed, never done.
+      // Every op ends, done or (one piece dropped at least) failed, and a failed one stays so;
+      // then the connection refuses new ops, so NCCL (which ignores test's result) stops.
       int failed = 0;
-      for (void* req : reqs) {
+      for (size_t k = 0; k < reqs.size(); k++) {
         int done = 0;
-        for (int i = 0; i < 100000 && !done; i++) {
-          if (ncclGinPlugin_v11.test(comm, req, &done) != kSuccess) {
-            CHECK(strstr(lastWarning(), "never landed") != nullptr, "test failed: %s", lastWarning());
-            failed++;
-            break;
-          }
+        bool bad = false;
+        for (int i = 0; i < 100000 && !done && !bad; i++) {
+          bad = ncclGinPlugin_v11.test(comm, reqs[k], &done) != kSuccess;
         }
+        CHECK(done || bad, "op %zu neither completed nor failed", k);
+        if (!bad) continue;
+        CHECK(strstr(lastWarning(), "never landed") != nullptr, "test failed: %s", lastWarning());
+        CHECK(ncclGinPlugin_v11.test(comm, reqs[k], &done) != kSuccess && !done, "op %zu: failed, then done", k);
+        failed++;
       }
       CHECK(failed > 0, "every op with a dropped piece reported success");
+      void* later = nullptr;
+      CHECK(ncclGinPlugin_v11.iput(comm, 0, sh, 8, 0, wh, 0, &later) != kSuccess, "an op after lost data went ahead");
+      CHECK(strstr(lastWarning(), "fails from here on") != nullptr, "iput failed: %s", lastWarning());
       CHECK_OK(ncclGinPlugin_v11.deregMrSym(comm, wh));
     }
     b.wait();

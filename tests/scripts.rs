@@ -62,9 +62,11 @@ fn gpu_bench_refuses_bad_usage_and_a_node_without_gpus() {
     let o = script("gpu-bench", &[], &path);
     assert_eq!(o.status.code(), Some(6));
     assert!(String::from_utf8_lossy(&o.stderr).starts_with("usage: ci/gpu-bench OUTDIR"));
-    let o = script("gpu-bench", &[out.to_str().unwrap(), "ep", "bogus"], &path);
-    assert_eq!(o.status.code(), Some(6));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown part 'bogus'"));
+    for name in ["gpu-bench", "gpu-test"] {
+        let o = script(name, &[out.to_str().unwrap(), "ep", "bogus"], &path);
+        assert_eq!(o.status.code(), Some(6), "{name}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("unknown part 'bogus'"), "{name}");
+    }
     // A valid request on a node without GPUs: one line, exit 8, nothing written.
     let o = script("gpu-fuzz", &[out.to_str().unwrap(), "ten"], &path);
     assert_eq!(o.status.code(), Some(6));
@@ -72,6 +74,7 @@ fn gpu_bench_refuses_bad_usage_and_a_node_without_gpus() {
     let valid = [
         ("gpu-bench", vec![out.to_str().unwrap(), "ep"]),
         ("gpu-test", vec![out.to_str().unwrap()]),
+        ("gpu-test", vec![out.to_str().unwrap(), "loopback", "mpi"]),
         ("gpu-fuzz", vec![out.to_str().unwrap(), "10", "3"]),
     ];
     for (name, args) in valid {

@@ -10,7 +10,8 @@
 // the signal it checks the data is already there. Rounds: plain, after a device-side reset of the
 // signal (read-back path), under chaos; then a bandwidth figure for rank 0 -> 1 and 0 -> 0, and
 // the time per small put + signal, alone and while the destination's SMs spin on the signal.
-// With --processes, N processes (default 2; GPU = rank % GPU count, so one GPU serves too) are
+// With --processes, N processes (default 2; a GPU each: two processes whose kernels hold every SM
+// of one GPU run in turns, and each starves the other's copies, so fewer GPUs is refused) are
 // one rank each, as under MPI with virtual nodes: windows are cuMem allocations with POSIX-FD
 // handles (exported, passed over the plugin's channels, mapped by the others), the signal array
 // has handle type NONE as NCCL's (signals travel as messages, applied by the owner's
@@ -397,6 +398,15 @@ int main(int argc, char** argv) {
     if (nprocs < 2 || nprocs > 8) {
       fprintf(stderr, "usage: %s <lib> --processes [2..8]\n", argv[0]);
       return 6;
+    }
+    int ndev = 0;
+    if (!loadDriver() || p_cuDeviceGetCount(&ndev) != CUDA_SUCCESS || ndev < 1) {
+      fprintf(stderr, "gpu-smoke: no CUDA driver or no GPU: skipped\n");
+      return 8;
+    }
+    if (ndev < nprocs) {
+      fprintf(stderr, "gpu-smoke: --processes %d needs a GPU per process, this host has %d: skipped\n", nprocs, ndev);
+      return 8;
     }
     return processesMain(argv[1], nprocs);
   }

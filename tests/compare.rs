@@ -542,6 +542,20 @@ fn exit_codes_of_the_command() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stdout).contains("regression"));
     assert!(std::fs::read_to_string(&junit).unwrap().contains("<failure"));
+    // A pass, then a refused comparison into the same outputs: no PASS is left behind there.
+    let json = dir.join("gate.json");
+    let outputs = ["--junit", junit.to_str().unwrap(), "--json", json.to_str().unwrap()];
+    assert_eq!(out(&[&base, &same], &outputs).status.code(), Some(0));
+    assert!(std::fs::read_to_string(&json).unwrap().contains("\"passed\": true"));
+    for refused in [&outputs[..], &[&outputs[..], &["--threshold", "x"]].concat()] {
+        let target = if refused.len() > 4 { &same } else { &junk };
+        assert_eq!(out(&[&base, target], refused).status.code(), Some(2));
+        let verdict: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(verdict["passed"], false);
+        assert!(verdict["refused"].as_str().is_some_and(|r| !r.is_empty()), "{verdict}");
+        let xml = std::fs::read_to_string(&junit).unwrap();
+        assert!(xml.contains("failures=\"1\"") && xml.contains("<failure message=\"refused: "), "{xml}");
+    }
     for bad in [
         out(&[&base, &junk], &[]),
         out(&[&base, &dir.join("absent.json")], &[]),

@@ -151,10 +151,6 @@ fn bad(msg: String) -> i32 {
 }
 
 fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path>, junit: Option<&Path>) -> i32 {
-    let threshold = match compare::parse_threshold(threshold) {
-        Ok(t) => t,
-        Err(e) => return bad(e),
-    };
     // The outputs are checked before anything is read, so a verdict is never lost to a bad path.
     let check = || -> Result<(), Error> {
         use ginbench::driver::cli::{check_distinct, check_writable};
@@ -174,23 +170,36 @@ fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path
     if let Err(e) = check() {
         return bad(e.to_string());
     }
+    let write = |json: String, xml: String| -> Result<(), String> {
+        for (path, text) in [(json_out, json), (junit, xml)] {
+            if let Some(p) = path {
+                write_atomic(p, text.as_bytes()).map_err(|e| format!("writing {}: {e}", p.display()))?;
+            }
+        }
+        Ok(())
+    };
+    // A refused comparison replaces the outputs too: CI must not read an earlier verdict there.
+    let refuse = |msg: String| -> i32 {
+        let _ = write(compare::refused_json(&msg), compare::refused_junit(&msg));
+        bad(msg)
+    };
+    let threshold = match compare::parse_threshold(threshold) {
+        Ok(t) => t,
+        Err(e) => return refuse(e),
+    };
     let (b, c) = match (load(base), load(cand)) {
         (Ok(b), Ok(c)) => (b, c),
-        (Err(e), _) | (_, Err(e)) => return bad(e),
+        (Err(e), _) | (_, Err(e)) => return refuse(e),
     };
     if let Err(e) = compare::check_baseline(&b) {
-        return bad(format!("{}: {e}", base.display()));
+        return refuse(format!("{}: {e}", base.display()));
     }
     let outcome = match compare::compare(&b, &c, threshold) {
         Ok(o) => o,
-        Err(e) => return bad(e),
+        Err(e) => return refuse(e),
     };
-    for (path, text) in [(json_out, compare::to_json(&outcome)), (junit, compare::to_junit(&outcome))] {
-        if let Some(p) = path {
-            if let Err(e) = write_atomic(p, text.as_bytes()) {
-                return bad(format!("writing {}: {e}", p.display()));
-            }
-        }
+    if let Err(e) = write(compare::to_json(&outcome), compare::to_junit(&outcome)) {
+        return bad(e);
     }
     if let Err(e) = console::out(&compare::render_text(&outcome)) {
         return bad(e.to_string());

@@ -747,7 +747,7 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
         ));
     }
     Ok(Outcome {
-        schema: "ginbench-compare/1",
+        schema: SCHEMA,
         threshold,
         passed,
         env_differences: env_differences(base, cand),
@@ -825,6 +825,24 @@ pub fn render_text(o: &Outcome) -> String {
 
 pub fn to_json(o: &Outcome) -> String {
     serde_json::to_string_pretty(o).expect("an Outcome serializes") + "\n"
+}
+
+/// The `--json` output's schema.
+const SCHEMA: &str = "ginbench-compare/1";
+
+/// `--json` of a comparison refused (exit 2): no verdict, and why.
+pub fn refused_json(error: &str) -> String {
+    serde_json::to_string_pretty(&serde_json::json!({"schema": SCHEMA, "passed": false, "refused": error}))
+        .expect("json")
+        + "\n"
+}
+
+/// `--junit` of a comparison refused (exit 2): one failing case that says why.
+pub fn refused_junit(error: &str) -> String {
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"ginbench compare\" tests=\"1\" failures=\"1\" skipped=\"0\">\n  <testsuite name=\"ginbench compare\" tests=\"1\" failures=\"1\" skipped=\"0\">\n    <testcase classname=\"ginbench\" name=\"comparison\">\n      <failure message=\"refused: {}\" />\n    </testcase>\n  </testsuite>\n</testsuites>\n",
+        xml(error)
+    )
 }
 
 /// Text as an XML attribute or element: markup escaped, and control characters (which XML 1.0

@@ -1063,6 +1063,25 @@ fn an_overlap_within_a_point_of_the_baselines_is_kept() {
     assert_eq!(compare::compare(&b, &c, 0.05).unwrap().findings[0].verdict, Verdict::OverlapLost);
 }
 
+/// A candidate whose background lost its together time (no background iteration lay wholly in
+/// the foreground's window) is not judged on it, so it fails rather than passing unjudged; a
+/// baseline that lacked it too is no loss.
+#[test]
+fn a_background_together_time_the_candidate_lost_fails() {
+    let b = common::interference_run(vec![common::interference_row(1 << 20, (100.0, 120.0), (50.0, 60.0), 0)]);
+    let mut c = b.clone();
+    c.rows[0].background.as_mut().unwrap().together_us = None;
+    c.rows[0].background.as_mut().unwrap().slowdown = None;
+    c.rows[0].reason = Some("no background iteration lay wholly inside the window".into());
+    let o = compare::compare(&b, &c, 0.05).unwrap();
+    assert!(!o.passed);
+    assert_eq!(o.findings[0].verdict, Verdict::OverlapLost);
+    assert!(o.findings[0]
+        .detail
+        .contains("no background together time in 1 of 1 cycles, the baseline in 0: no background"));
+    assert!(compare::compare(&c, &c, 0.05).unwrap().passed);
+}
+
 /// A foreground that keeps its time by taking the background's SMs or links still slows the
 /// training step: the background's together time is gated by the same rule as the foreground's.
 #[test]

@@ -618,6 +618,13 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
         let ok = |rows: &'_ [&'_ Row]| rows.iter().filter(|r| r.status == Status::Ok).count();
         let unchecked = |rows: &[&Row]| rows.iter().filter(|r| r.status == Status::Ok && r.wrong.is_none()).count();
         let (b_unchecked, c_unchecked) = (unchecked(b), unchecked(c));
+        // Ok interference rows whose background has no together time (no background iteration
+        // lay wholly inside the foreground's window).
+        let bg_unmeasured = |rows: &[&Row]| {
+            rows.iter()
+                .filter(|r| r.status == Status::Ok && r.background.as_ref().is_some_and(|g| g.together_us.is_none()))
+                .count()
+        };
         // The least overlap of the ok rows; a candidate row that records none counts as none.
         let b_overlap = b.iter().filter(|r| r.status == Status::Ok).filter_map(|r| r.overlap).reduce(f64::min);
         let c_overlap = c.iter().filter(|r| r.status == Status::Ok).map(|r| r.overlap.unwrap_or(0.0)).reduce(f64::min);
@@ -648,6 +655,20 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
                     bo * 100.0
                 )
             };
+        } else if bg_unmeasured(c) > bg_unmeasured(b) {
+            // The gate judges the background's together time too: one the candidate lost would
+            // otherwise pass unjudged.
+            let row = c
+                .iter()
+                .find(|r| r.status == Status::Ok && r.background.as_ref().is_some_and(|g| g.together_us.is_none()));
+            finding.verdict = Verdict::OverlapLost;
+            finding.detail = format!(
+                "the candidate has no background together time in {} of {} cycles, the baseline in {}: {}",
+                bg_unmeasured(c),
+                ok(c),
+                bg_unmeasured(b),
+                row.and_then(|r| r.reason.clone()).unwrap_or_default()
+            );
         } else if b_times.is_empty() {
             finding.verdict = if c_times.is_empty() { Verdict::NotCompared } else { Verdict::New };
             finding.detail = if c_times.is_empty() {

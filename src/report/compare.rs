@@ -119,9 +119,11 @@ pub fn parse_threshold(s: &str) -> Result<f64, String> {
 }
 
 /// The key a row is matched on, e.g. `alltoall nvl 1048576 float out-of-place`; also how errors
-/// name a row.
+/// name a row. EP rows (and interference rows of an EP foreground) go by their tokens, not their
+/// bytes: how an impl counts the bytes it moves may change between builds, the tokens do not.
 pub fn key(benchmark: Kind, r: &Row) -> String {
-    let mut k = format!("{benchmark} {} {} {} {}", r.impl_name, r.size_bytes, r.dtype, r.placement);
+    let size = if r.tokens.is_some() { String::new() } else { format!(" {}", r.size_bytes) };
+    let mut k = format!("{benchmark} {}{size} {} {}", r.impl_name, r.dtype, r.placement);
     for e in [r.mode.map(Mode::as_str), r.phase.map(Phase::as_str)].into_iter().flatten() {
         k += &format!(" {e}");
     }

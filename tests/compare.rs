@@ -1152,3 +1152,22 @@ fn a_named_pipe_without_a_writer_does_not_hang() {
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// EP rows match on their tokens: a build that counts an impl's bytes differently still compares
+/// row for row (and a row of other tokens is still another row).
+#[test]
+fn ep_rows_match_on_tokens_not_bytes() {
+    let rows = |bytes: u64, tokens: u64| {
+        let mut r = common::ep_row("nvl", "ll", "dispatch", "bf16", tokens, (50.0, 100.0), 4);
+        r.size_bytes = bytes;
+        vec![r]
+    };
+    let b = common::ep_run(4, rows(116_864, 1));
+    let o = compare::compare(&b, &common::ep_run(4, rows(32_800, 1)), 0.05).unwrap();
+    assert!(o.passed, "{}", compare::render_text(&o));
+    assert_eq!(o.findings[0].verdict, Verdict::Unchanged);
+    assert!(!o.findings[0].key.contains("116864"), "{}", o.findings[0].key);
+    let o = compare::compare(&b, &common::ep_run(4, rows(116_864, 2)), 0.05).unwrap();
+    assert!(!o.passed);
+    assert!(o.findings.iter().any(|f| f.verdict == Verdict::Missing), "{}", compare::render_text(&o));
+}

@@ -1171,3 +1171,17 @@ fn ep_rows_match_on_tokens_not_bytes() {
     assert!(!o.passed);
     assert!(o.findings.iter().any(|f| f.verdict == Verdict::Missing), "{}", compare::render_text(&o));
 }
+
+/// A setting one file lacks (written before it existed) and the other holds as null is the same
+/// setting, unset: no refusal.
+#[test]
+fn a_setting_absent_is_the_same_as_null() {
+    let mut b = common::run(vec![common::row("nvl", 1 << 20, 10.0, 10.0, 0)]);
+    let mut c = b.clone();
+    b.config = serde_json::json!({"emulate_nodes": null});
+    c.config = serde_json::json!({});
+    assert!(compare::compare(&b, &c, 0.05).unwrap().passed);
+    c.config = serde_json::json!({"emulate_nodes": 2});
+    let e = compare::compare(&b, &c, 0.05).unwrap_err();
+    assert!(e.contains("emulate_nodes: - -> 2"), "{e}");
+}

@@ -432,13 +432,17 @@ fn incomparable(a: &Run, b: &Run) -> Option<String> {
 }
 
 /// The `config` settings among `pointers` (JSON pointers) in which two runs differ, as
-/// "name: a -> b" (`/foreground/seed` is named `foreground.seed`).
+/// "name: a -> b" (`/foreground/seed` is named `foreground.seed`). A setting a file lacks (one
+/// written before it existed) is its null: unset, shown as `-`.
 pub fn setting_differences<'p>(a: &Run, b: &Run, pointers: impl IntoIterator<Item = &'p str>) -> Vec<String> {
+    fn get<'r>(r: &'r Run, p: &str) -> Option<&'r serde_json::Value> {
+        r.config.pointer(p).filter(|v| !v.is_null())
+    }
     let show = |v: Option<&serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
     pointers
         .into_iter()
         .filter_map(|p| {
-            let (x, y) = (a.config.pointer(p), b.config.pointer(p));
+            let (x, y) = (get(a, p), get(b, p));
             (x != y).then(|| format!("{}: {} -> {}", p[1..].replace('/', "."), show(x), show(y)))
         })
         .collect()

@@ -290,6 +290,16 @@ fn the_best_impl_per_size_and_autos_time_against_it() {
     assert!(best.contains("| 1024 | a | 0.38 | 1.00 | a | 0.38 | - |"), "{best}");
     assert!(best.contains("| 1048576 | b | 78.64 | 2.00 | b | 78.64 | - |"), "{best}");
     assert!(!best.contains("| 0 |"), "size 0 has no best: {best}");
+    // An unchecked row (NCCL's in-place alltoall times nothing) is no rival to checked ones; it
+    // is the best only where nothing at its size was checked.
+    let mut rows = vec![common::row("host", 1 << 10, 0.2, 0.2, 0), common::row("nvl-ll", 1 << 10, 3.0, 3.0, 0)];
+    rows.push(common::row("host", 1 << 20, 0.3, 0.3, 0));
+    rows[0].wrong = None;
+    rows[2].wrong = None;
+    let md = report_md("unchecked", &[Labeled { label: "x".into(), run: common::run(rows) }]);
+    let best = section(&md, "## Best impl per size (float, out-of-place)");
+    assert!(best.contains("| 1024 | nvl-ll |"), "{best}");
+    assert!(best.contains("| 1048576 | host |"), "{best}");
 }
 
 #[test]

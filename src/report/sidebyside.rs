@@ -69,10 +69,15 @@ fn measured(r: &Row) -> bool {
 /// Mean over cycles of the measured rows' time and busbw, per (impl, dtype, placement, size).
 type Stats = BTreeMap<(String, String, String, u64), (f64, Option<f64>)>;
 
+/// A row's key in [`Stats`]: (impl, dtype, placement, size).
+fn stats_key(r: &Row) -> (String, String, String, u64) {
+    (r.impl_name.clone(), r.dtype.clone(), r.placement.to_string(), r.size_bytes)
+}
+
 fn stats(run: &Run) -> Stats {
     let mut acc: BTreeMap<(String, String, String, u64), Vec<&Row>> = BTreeMap::new();
     for r in run.rows.iter().filter(|r| measured(r)) {
-        acc.entry((r.impl_name.clone(), r.dtype.clone(), r.placement.to_string(), r.size_bytes)).or_default().push(r);
+        acc.entry(stats_key(r)).or_default().push(r);
     }
     acc.into_iter()
         .map(|(k, rows)| {
@@ -294,7 +299,7 @@ fn build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {
 }
 
 /// One run's (impl, time, busbw) of one (dtype, placement), by size.
-type BySize<'a> = BTreeMap<u64, Vec<(&'a String, f64, Option<f64>)>>;
+type BySize<'a> = BTreeMap<u64, Vec<(&'a String, f64, Option<f64>, bool)>>;
 
 /// Per (dtype, placement): the fastest impl at each size in every run, its busbw, and `auto`'s
 /// time over the best's where auto ran, so a crossover auto takes at the wrong size shows (the
@@ -302,16 +307,28 @@ type BySize<'a> = BTreeMap<u64, Vec<(&'a String, f64, Option<f64>)>>;
 fn best_per_size(runs: &[Labeled], all: &[Stats]) -> Vec<Block> {
     let groups: BTreeSet<(&String, &String)> = all.iter().flat_map(|s| s.keys().map(|k| (&k.1, &k.2))).collect();
     let has_auto = all.iter().any(|s| s.keys().any(|k| k.0 == AUTO));
+    // Per run: whether every measured row of a key was checked and right.
+    let checked: Vec<BTreeMap<_, bool>> = runs
+        .iter()
+        .map(|l| {
+            let mut m = BTreeMap::new();
+            for r in l.run.rows.iter().filter(|r| measured(r)) {
+                *m.entry(stats_key(r)).or_insert(true) &= r.wrong == Some(0);
+            }
+            m
+        })
+        .collect();
     let mut doc = vec![];
     for (dtype, placement) in groups {
         // Each run's (impl, time, busbw) by size, indexed once: scanning every run per size took
         // time quadratic in the sizes (minutes at 10,000-point sweeps).
         let by_size: Vec<BySize> = all
             .iter()
-            .map(|s| {
+            .zip(&checked)
+            .map(|(s, checked)| {
                 let mut m: BTreeMap<u64, Vec<_>> = BTreeMap::new();
                 for (k, v) in s.iter().filter(|(k, _)| (&k.1, &k.2) == (dtype, placement)) {
-                    m.entry(k.3).or_default().push((&k.0, v.0, v.1));
+                    m.entry(k.3).or_default().push((&k.0, v.0, v.1, checked.get(k) == Some(&true)));
                 }
                 m
             })
@@ -329,7 +346,11 @@ fn best_per_size(runs: &[Labeled], all: &[Stats]) -> Vec<Block> {
             let mut row = vec![z.to_string()];
             for m in &by_size {
                 let here = m.get(&z).map_or(&[][..], Vec::as_slice);
-                let best = here.iter().filter(|m| m.0 != AUTO).min_by(|a, b| a.1.total_cmp(&b.1));
+                // Checked rows only, where the size has any: an unchecked row may time nothing
+                // (NCCL's in-place alltoall, which it does not define).
+                let any_checked = here.iter().any(|m| m.0 != AUTO && m.3);
+                let best =
+                    here.iter().filter(|m| m.0 != AUTO && (m.3 || !any_checked)).min_by(|a, b| a.1.total_cmp(&b.1));
                 row.push(best.map_or("-".into(), |b| b.0.clone()));
                 row.push(best.and_then(|b| b.2).map_or("-".into(), num));
                 if has_auto {
@@ -344,7 +365,7 @@ fn best_per_size(runs: &[Labeled], all: &[Stats]) -> Vec<Block> {
         }
         doc.push(Block::Heading(format!("Best impl per size ({dtype}, {placement})")));
         doc.push(Block::Text(format!(
-            "The fastest impl at each size{}.",
+            "The fastest impl at each size, among the checked rows where the size has any (an unchecked row may time nothing: NCCL does not define an in-place alltoall){}.",
             if has_auto { format!(", `{AUTO}` left out (it runs one of them); `{AUTO} ÷ best` is its time over the best's: above 1 where it picks another impl, or by noise") } else { String::new() }
         )));
         doc.push(Block::Table(t));

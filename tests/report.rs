@@ -389,7 +389,24 @@ fn a_debug_build_beside_a_release_build_is_flagged() {
         Labeled { label: "dbg".into(), run: dbg },
     ];
     let md = report_md("build", &runs);
-    assert!(md.contains("WARNING: dbg against rel: build profile differs (release -> debug)"), "{md}");
+    assert!(md.contains("WARNING: dbg is a debug build, beside runs that are not"), "{md}");
+    assert!(md.contains("| build |") && md.contains("| debug |"), "{md}");
+    // Whichever comes first, and beside a file from before builds were recorded too.
+    let mut runs: Vec<Labeled> = runs.into_iter().rev().collect();
+    runs[1].run.tool.build = String::new();
+    let md = report_md("build-first", &runs);
+    assert!(md.contains("WARNING: dbg is a debug build, beside runs that are not"), "{md}");
+    runs[1].run.tool.build = "debug".into();
+    assert!(!report_md("all-debug", &runs).contains("is a debug build"));
+}
+
+/// A run that ended in error says so: what it had not reached is missing, not absent by design.
+#[test]
+fn a_run_that_ended_in_error_is_flagged() {
+    let mut r = run("NVIDIA H200", GinKind::Gdaki, 1.0);
+    r.config = serde_json::json!({"error": "timeout: no progress for 20 s"});
+    let md = report_md("error", &[Labeled { label: "cut".into(), run: r }]);
+    assert!(md.contains("WARNING: cut ended in error (timeout: no progress for 20 s)"), "{md}");
 }
 
 #[test]

@@ -502,7 +502,7 @@ fn busbw(rows: &[&Row]) -> Option<f64> {
 
 /// A loopback GIN run measures a software proxy on one host: its gin / hybrid rows must never be
 /// set beside a network run's as if they were the same thing.
-fn loopback_mismatch(a: &Run, b: &Run) -> Option<String> {
+pub fn loopback_mismatch(a: &Run, b: &Run) -> Option<String> {
     let (x, y) = (a.env.gin.backend, b.env.gin.backend);
     (x != y).then(|| {
         format!(

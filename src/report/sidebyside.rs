@@ -120,17 +120,28 @@ pub fn check_plottable(run: &Run) -> Result<(), String> {
 }
 
 /// A loud line for every run whose GIN backend is loopback while the first's is not (or the
-/// reverse), and for every run built with another cargo profile than the first.
+/// reverse), and for every debug build beside a run that is not one (whichever comes first; a
+/// file from before builds were recorded counts as not one).
 fn mismatch_warnings(runs: &[Labeled]) -> Vec<Block> {
     let first = &runs[0];
-    runs.iter()
+    let mut doc: Vec<Block> = runs
+        .iter()
         .skip(1)
-        .flat_map(|l| {
-            super::compare::mismatches(&first.run, &l.run)
-                .into_iter()
-                .map(move |w| Block::Text(format!("WARNING: {} against {}: {w}.", l.label, first.label)))
+        .filter_map(|l| {
+            super::compare::loopback_mismatch(&first.run, &l.run)
+                .map(|w| Block::Text(format!("WARNING: {} against {}: {w}.", l.label, first.label)))
         })
-        .collect()
+        .collect();
+    let debug = |l: &&Labeled| l.run.tool.build == "debug";
+    if runs.iter().any(|l| !debug(&l)) {
+        doc.extend(runs.iter().filter(debug).map(|l| {
+            Block::Text(format!(
+                "WARNING: {} is a debug build, beside runs that are not: a debug build's launch-bound times can read high.",
+                l.label
+            ))
+        }));
+    }
+    doc
 }
 
 fn env_table(runs: &[Labeled]) -> Table {
@@ -145,6 +156,7 @@ fn env_table(runs: &[Labeled]) -> Table {
         "GIN".into(),
         "GIN backend".into(),
         "network".into(),
+        "build".into(),
     ]];
     for l in runs {
         let e = &l.run.env;
@@ -172,6 +184,7 @@ fn env_table(runs: &[Labeled]) -> Table {
                     .map(|d| format!(" {}", d.name))
                     .collect::<String>()
             ),
+            if l.run.tool.build.is_empty() { "-".into() } else { l.run.tool.build.clone() },
         ]);
     }
     t
@@ -193,6 +206,13 @@ fn preamble(runs: &[Labeled], intro: String) -> Vec<Block> {
     let mut doc = vec![Block::Heading("ginbench report".into()), Block::Text(intro), Block::Table(env_table(runs))];
     doc.extend(mismatch_warnings(runs));
     for l in runs {
+        if let Some(e) = l.run.error() {
+            doc.push(Block::Text(format!(
+                "WARNING: {} ended in error ({}): what it had not reached is missing from its tables.",
+                l.label,
+                crate::console::one_line(e)
+            )));
+        }
         let wrong = l.run.rows.iter().filter(|r| r.is_wrong()).count();
         if wrong > 0 {
             doc.push(Block::Text(format!(

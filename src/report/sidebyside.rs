@@ -300,7 +300,7 @@ fn build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {
             t[0].push(format!("{} busbw", l.label));
         }
         for l in runs.iter().skip(1) {
-            t[0].push(format!("{} / {}", l.label, runs[0].label));
+            t[0].push(format!("{} / {} busbw", l.label, runs[0].label));
         }
         for l in runs {
             t[0].push(format!("{} time", l.label));
@@ -564,7 +564,7 @@ fn ep_build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String
         }
         let mut t = vec![vec!["phase".to_string(), "tokens".into()]];
         t[0].extend(runs.iter().map(|l| format!("{} bw", l.label)));
-        t[0].extend(runs.iter().skip(1).map(|l| format!("{} / {}", l.label, runs[0].label)));
+        t[0].extend(runs.iter().skip(1).map(|l| format!("{} / {} bw", l.label, runs[0].label)));
         t[0].extend(runs.iter().map(|l| format!("{} time", l.label)));
         for &(phase, tokens) in &lines {
             let cells: Vec<Option<(f64, Option<f64>)>> = all.iter().map(|s| cell(s, phase, tokens)).collect();
@@ -929,7 +929,7 @@ pub fn write(runs: &[Labeled], dir: &Path) -> Result<(), String> {
     }
     if let Some(l) = runs.iter().find(|l| l.run.benchmark != runs[0].run.benchmark) {
         return Err(format!(
-            "{} is a '{}' run, {} a '{}' run",
+            "{} is a run of '{}', {} a run of '{}'",
             l.label, l.run.benchmark, runs[0].label, runs[0].run.benchmark
         ));
     }

@@ -1,5 +1,6 @@
 //! `auto` (-D 6): the best NVLink impl per size: nvl-ll for small blocks, nvl-ll128 for mid
-//! sizes, nvl for large, and with one peer the copy engines (nvl-ce) for the largest.
+//! sizes, nvl for large, and with one peer or none the copy engines (nvl-ce) for the largest.
+//! In place, where nvl cannot run, nvl-ll128 takes the sizes it can.
 use super::ce::Ce;
 use super::nvl::{Kind, Nvl};
 use super::{Impl, InPlace, Rank};
@@ -10,12 +11,15 @@ use crate::error::Result;
 const LL_MAX_BYTES_PER_PEER: u64 = 64 << 10;
 /// nvl-ll128 up to this many bytes leaving the GPU (block per peer × remote peers), nvl above:
 /// nvl-ll128 saves the barriers but moves data more slowly. On 2×H200 it is ahead up to 1 MB
-/// per peer, level at 2 MB and behind at 4 MB (results/h200x2/ll128/).
+/// per peer, level at 2 MB and behind at 4 MB (results/h200x2/ll128/); on one GPU ahead of nvl
+/// to 2 MB (results/h200x1/gpu-test-829c739/). With more peers it has not been measured against
+/// nvl, so there nvl keeps these sizes.
 const LL128_MAX_EGRESS: u64 = 2 << 20;
-/// With a single peer, the copy engines from this block size: there they reach the link ceiling
-/// (2×H200: 387 GB/s busbw at 1 GB per peer, 378 at 256 MB, against nvl's 366 and 362; behind
-/// it at 64 MB), while in the all-to-all pattern of more GPUs they reach half of it
-/// (results/h200x2/nvl-mix/, results/h200x4/ceiling.json).
+/// With a single peer (or none), the copy engines from this block size: there they reach the link
+/// ceiling (2×H200: 387 GB/s busbw at 1 GB per peer, 378 at 256 MB, against nvl's 366 and 362;
+/// behind it at 64 MB; one H200: 4 % ahead of nvl at 512 MB, level at 128 MB), while in the
+/// all-to-all pattern of more GPUs they reach half of it (results/h200x2/nvl-mix/,
+/// results/h200x4/ceiling.json).
 const CE_MIN_BYTES_ONE_PEER: u64 = 256 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -30,7 +34,7 @@ pub struct Auto {
     ll: Nvl,
     ll128: Nvl,
     push: Nvl,
-    /// Made only with one peer.
+    /// Made only with one peer or none.
     ce: Option<Ce>,
     remote_peers: u64,
 }
@@ -46,14 +50,14 @@ impl Auto {
         };
         let remote_peers = (r.boot.size() as u64).saturating_sub(1);
         let ce = match remote_peers {
-            1 => Some(Ce::new(r)?.map_err(crate::error::Error::internal)?),
+            0 | 1 => Some(Ce::new(r)?.map_err(crate::error::Error::internal)?),
             _ => None,
         };
         Ok(Ok(Auto { ll, ll128, push, ce, remote_peers }))
     }
 
-    fn pick(&self, bytes_per_peer: u64) -> &dyn Impl {
-        match (tier(bytes_per_peer, self.remote_peers), &self.ce) {
+    fn pick(&self, bytes_per_peer: u64, in_place: bool) -> &dyn Impl {
+        match (tier(bytes_per_peer, self.remote_peers, in_place), &self.ce) {
             (Tier::Ll, _) => &self.ll,
             (Tier::Ll128, _) => &self.ll128,
             (Tier::CopyEngines, Some(ce)) => ce,
@@ -62,15 +66,17 @@ impl Auto {
     }
 }
 
-/// The tier auto sends `bytes_per_peer` with, to each of `remote_peers`.
-fn tier(bytes_per_peer: u64, remote_peers: u64) -> Tier {
+/// The tier auto sends `bytes_per_peer` with, to each of `remote_peers`, in place or not.
+fn tier(bytes_per_peer: u64, remote_peers: u64, in_place: bool) -> Tier {
+    let ll128_fits = bytes_per_peer <= Kind::LowLatency128.max_bytes_per_peer();
     if bytes_per_peer <= LL_MAX_BYTES_PER_PEER.min(Kind::LowLatency.max_bytes_per_peer()) {
         Tier::Ll
-    } else if bytes_per_peer * remote_peers <= LL128_MAX_EGRESS
-        && bytes_per_peer <= Kind::LowLatency128.max_bytes_per_peer()
-    {
+    } else if ll128_fits && remote_peers <= 1 && bytes_per_peer * remote_peers <= LL128_MAX_EGRESS {
         Tier::Ll128
-    } else if remote_peers == 1 && bytes_per_peer >= CE_MIN_BYTES_ONE_PEER {
+    } else if ll128_fits && in_place {
+        // Neither nvl nor the copy engines run in place.
+        Tier::Ll128
+    } else if remote_peers <= 1 && bytes_per_peer >= CE_MIN_BYTES_ONE_PEER {
         Tier::CopyEngines
     } else {
         Tier::Push
@@ -79,11 +85,11 @@ fn tier(bytes_per_peer: u64, remote_peers: u64) -> Tier {
 
 impl Impl for Auto {
     fn in_place(&self, bytes_per_peer: u64) -> InPlace {
-        self.pick(bytes_per_peer).in_place(bytes_per_peer)
+        self.pick(bytes_per_peer, true).in_place(bytes_per_peer)
     }
 
     fn launch(&self, r: &Rank, send: u64, recv: u64, count: u64) -> Result<()> {
-        self.pick(count * r.dtype.size()).launch(r, send, recv, count)
+        self.pick(count * r.dtype.size(), send == recv).launch(r, send, recv, count)
     }
 }
 
@@ -92,17 +98,34 @@ mod tests {
     use super::*;
     #[test]
     fn tiers_follow_block_egress_and_peers() {
-        assert_eq!(tier(8, 3), Tier::Ll);
-        assert_eq!(tier(64 << 10, 7), Tier::Ll);
-        assert_eq!(tier((64 << 10) + 16, 1), Tier::Ll128);
-        // 2 MB leaving the GPU: 2 MB to one peer, 682 KB to each of three.
-        assert_eq!(tier(2 << 20, 1), Tier::Ll128);
-        assert_eq!(tier((2 << 20) + 16, 1), Tier::Push);
-        assert_eq!(tier(512 << 10, 3), Tier::Ll128);
-        assert_eq!(tier(1 << 20, 3), Tier::Push);
-        // The copy engines only for one peer and large blocks.
-        assert_eq!(tier((256 << 20) - 16, 1), Tier::Push);
-        assert_eq!(tier(256 << 20, 1), Tier::CopyEngines);
-        assert_eq!(tier(1 << 30, 3), Tier::Push);
+        let out = |b, peers| tier(b, peers, false);
+        assert_eq!(out(8, 3), Tier::Ll);
+        assert_eq!(out(64 << 10, 7), Tier::Ll);
+        assert_eq!(out((64 << 10) + 16, 1), Tier::Ll128);
+        // 2 MB leaving the GPU to one peer; none leaving it on one GPU.
+        assert_eq!(out(2 << 20, 1), Tier::Ll128);
+        assert_eq!(out((2 << 20) + 16, 1), Tier::Push);
+        assert_eq!(out(1 << 20, 0), Tier::Ll128);
+        // nvl-ll128 is measured against nvl on one and two GPUs only.
+        assert_eq!(out(512 << 10, 3), Tier::Push);
+        assert_eq!(out(1 << 20, 3), Tier::Push);
+        // The copy engines only for one peer or none, and large blocks.
+        assert_eq!(out((256 << 20) - 16, 1), Tier::Push);
+        assert_eq!(out(256 << 20, 1), Tier::CopyEngines);
+        assert_eq!(out(512 << 20, 0), Tier::CopyEngines);
+        assert_eq!(out(1 << 30, 3), Tier::Push);
+    }
+
+    #[test]
+    fn in_place_takes_ll128_where_nvl_cannot_run() {
+        let ll128_max = Kind::LowLatency128.max_bytes_per_peer();
+        // 2 GPUs, 8 MB per rank: nvl out of place, nvl-ll128 in place.
+        assert_eq!(tier(4 << 20, 1, false), Tier::Push);
+        assert_eq!(tier(4 << 20, 1, true), Tier::Ll128);
+        assert_eq!(tier(1 << 20, 3, true), Tier::Ll128);
+        assert_eq!(tier(ll128_max, 7, true), Tier::Ll128);
+        // Beyond nvl-ll128's reach nothing runs in place: the row is skipped, as before.
+        assert_eq!(tier(ll128_max + 16, 1, true), Tier::Push);
+        assert_eq!(tier(8, 3, true), Tier::Ll);
     }
 }

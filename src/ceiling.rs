@@ -344,17 +344,18 @@ impl Host {
         Ok(())
     }
 
-    /// One measurement: the receive slots poisoned, warm-up, `iters` rounds timed on the host,
-    /// then every copy checked.
+    /// One measurement: warm-up, the receive slots poisoned (after the warm-up, so that only
+    /// the timed rounds can fill them), `iters` rounds timed on the host, then every copy
+    /// checked.
     pub fn measure(&self, case: &Case, s: &Settings) -> Result<Row> {
         let copies = case.pattern.copies(&case.gpus);
+        self.rounds(case, s.warmup)?;
         for &(i, j) in &copies {
             self.sides[j].fill(self.recv(j, i), self.bytes, tag(i, j), true)?;
         }
         for side in &self.sides {
             side.streams[0].synchronize()?;
         }
-        self.rounds(case, s.warmup)?;
         let t0 = Instant::now();
         self.rounds(case, s.iters)?;
         let secs = t0.elapsed().as_secs_f64();

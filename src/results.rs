@@ -352,6 +352,9 @@ pub struct Row {
     /// together (-n, or more where the background's window needed more to be covered).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fg_iters: Option<u32>,
+    /// alltoall `auto` rows: the impl it ran (or would have run, on a skipped row) at this size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ran: Option<String>,
 }
 
 impl Row {

@@ -440,6 +440,7 @@ fn full_ep_row() -> Row {
         slowdown: Some(1.0193),
         overlap: Some(1.0),
         fg_iters: Some(480),
+        ran: Some("nvl-ll128".into()),
         background: Some(Background {
             op: "allreduce".into(),
             size_bytes: 1 << 20,

@@ -30,6 +30,18 @@ enum Tier {
     CopyEngines,
 }
 
+impl Tier {
+    /// The registry's name of the impl the tier runs.
+    fn impl_name(self) -> &'static str {
+        match self {
+            Tier::Ll => "nvl-ll",
+            Tier::Ll128 => "nvl-ll128",
+            Tier::Push => "nvl",
+            Tier::CopyEngines => "nvl-ce",
+        }
+    }
+}
+
 pub struct Auto {
     ll: Nvl,
     ll128: Nvl,
@@ -56,8 +68,16 @@ impl Auto {
         Ok(Ok(Auto { ll, ll128, push, ce, remote_peers }))
     }
 
+    /// The tier for `bytes_per_peer` among those this rank count made.
+    fn tier(&self, bytes_per_peer: u64, in_place: bool) -> Tier {
+        match tier(bytes_per_peer, self.remote_peers, in_place) {
+            Tier::CopyEngines if self.ce.is_none() => Tier::Push,
+            t => t,
+        }
+    }
+
     fn pick(&self, bytes_per_peer: u64, in_place: bool) -> &dyn Impl {
-        match (tier(bytes_per_peer, self.remote_peers, in_place), &self.ce) {
+        match (self.tier(bytes_per_peer, in_place), &self.ce) {
             (Tier::Ll, _) => &self.ll,
             (Tier::Ll128, _) => &self.ll128,
             (Tier::CopyEngines, Some(ce)) => ce,
@@ -90,6 +110,10 @@ impl Impl for Auto {
 
     fn launch(&self, r: &Rank, send: u64, recv: u64, count: u64) -> Result<()> {
         self.pick(count * r.dtype.size(), send == recv).launch(r, send, recv, count)
+    }
+
+    fn ran(&self, bytes_per_peer: u64, in_place: bool) -> Option<&'static str> {
+        Some(self.tier(bytes_per_peer, in_place).impl_name())
     }
 }
 
@@ -127,5 +151,13 @@ mod tests {
         // Beyond nvl-ll128's reach nothing runs in place: the row is skipped, as before.
         assert_eq!(tier(ll128_max + 16, 1, true), Tier::Push);
         assert_eq!(tier(8, 3, true), Tier::Ll);
+    }
+
+    #[test]
+    fn tiers_name_registry_impls() {
+        let names: Vec<&str> = crate::alltoall::registry::IMPLS.iter().map(|i| i.name).collect();
+        for t in [Tier::Ll, Tier::Ll128, Tier::Push, Tier::CopyEngines] {
+            assert!(names.contains(&t.impl_name()), "{t:?}");
+        }
     }
 }

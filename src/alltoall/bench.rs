@@ -161,7 +161,7 @@ fn sweep_impls(r: &Rank, cfg: &Config, sweep: &[u64], checker: &mut Checker, out
                         _ => None,
                     }),
                 };
-                let row = match (skip, &imp) {
+                let mut row = match (skip, &imp) {
                     (Some(why), _) => skipped(cfg, n, info.name, count, placement, out.cycle, why),
                     (None, Ok(imp)) => {
                         out.progress(&format!(
@@ -184,6 +184,7 @@ fn sweep_impls(r: &Rank, cfg: &Config, sweep: &[u64], checker: &mut Checker, out
                     }
                     (None, Err(_)) => unreachable!("a skipped impl always has a reason"),
                 };
+                row.ran = imp.as_ref().ok().and_then(|i| i.ran(bytes_per_peer, inplace)).map(String::from);
                 rows.push(row);
             }
             out.rows(table::line(&rows[0], &rows[1], table_style(cfg)), rows);

@@ -82,6 +82,11 @@ pub trait Impl {
 
     fn in_place(&self, bytes_per_peer: u64) -> InPlace;
 
+    /// The impl that runs `bytes_per_peer` for this one (`auto`: the one it picks); None: itself.
+    fn ran(&self, _bytes_per_peer: u64, _in_place: bool) -> Option<&'static str> {
+        None
+    }
+
     /// The GIN contexts NCCL granted its device communicator (None: it does not use NCCL's GIN).
     fn gin_contexts(&self) -> Option<u32> {
         None

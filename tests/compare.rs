@@ -548,6 +548,8 @@ fn exit_codes_of_the_command() {
     assert_eq!(out(&[&base, &same], &outputs).status.code(), Some(0));
     assert!(std::fs::read_to_string(&json).unwrap().contains("\"passed\": true"));
     for refused in [&outputs[..], &[&outputs[..], &["--threshold", "x"]].concat()] {
+        // Each refusal replaces a PASS written just before it.
+        assert_eq!(out(&[&base, &same], &outputs).status.code(), Some(0));
         let target = if refused.len() > 4 { &same } else { &junk };
         assert_eq!(out(&[&base, target], refused).status.code(), Some(2));
         let verdict: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -1080,6 +1082,21 @@ fn a_background_together_time_the_candidate_lost_fails() {
         .detail
         .contains("no background together time in 1 of 1 cycles, the baseline in 0: no background"));
     assert!(compare::compare(&c, &c, 0.05).unwrap().passed);
+    // A row the baseline did not measure is new, whatever its background: not gated.
+    let mut skipped = b.clone();
+    skipped.rows.push(common::interference_row(2 << 20, (100.0, 120.0), (50.0, 60.0), 0));
+    skipped.rows[1].status = Status::Skipped;
+    (skipped.rows[1].time_us, skipped.rows[1].alone_us, skipped.rows[1].together_us) = (None, None, None);
+    skipped.rows[1].slowdown = None;
+    skipped.rows[1].overlap = None;
+    let g = skipped.rows[1].background.as_mut().unwrap();
+    (g.alone_us, g.together_us, g.slowdown) = (None, None, None);
+    (g.busbw_alone_gbps, g.busbw_together_gbps) = (None, None);
+    let mut runs = b.clone();
+    runs.rows.push(c.rows[0].clone());
+    runs.rows[1].background.as_mut().unwrap().size_bytes = 2 << 20;
+    let o = compare::compare(&skipped, &runs, 0.05).unwrap();
+    assert!(o.passed, "{}", compare::render_text(&o));
 }
 
 /// A foreground that keeps its time by taking the background's SMs or links still slows the

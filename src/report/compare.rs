@@ -520,8 +520,8 @@ fn build_mismatch(a: &Run, b: &Run) -> Option<String> {
         .then(|| format!("build profile differs ({x} -> {y}): a debug build's launch-bound times can read high"))
 }
 
-/// Why two runs must never be set against each other as like for like: the gate refuses them,
-/// the report warns beside them.
+/// Why two runs must never be set against each other as like for like: the gate refuses them
+/// (the report warns beside a loopback mismatch, and beside a debug build by a rule of its own).
 pub fn mismatches(a: &Run, b: &Run) -> Vec<String> {
     [loopback_mismatch(a, b), build_mismatch(a, b)].into_iter().flatten().collect()
 }
@@ -661,7 +661,7 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
                     bo * 100.0
                 )
             };
-        } else if bg_unmeasured(c) > bg_unmeasured(b) {
+        } else if ok(b) > 0 && bg_unmeasured(c) > bg_unmeasured(b) {
             // The gate judges the background's together time too: one the candidate lost would
             // otherwise pass unjudged.
             let row = c

@@ -1,6 +1,6 @@
-//! `auto` (-D 6): the best NVLink impl per size: nvl-ll for small blocks, nvl-ll128 for mid
-//! sizes, nvl for large, and with one peer or none the copy engines (nvl-ce) for the largest.
-//! In place, where nvl cannot run, nvl-ll128 takes the sizes it can.
+//! `auto` (-D 6): the best NVLink impl per size, as measured: nvl-ll for small blocks; on one
+//! or two GPUs nvl-ll128 for mid sizes and the copy engines (nvl-ce) for the largest; nvl for
+//! the rest. In place, where nvl and nvl-ce cannot run, nvl-ll128 takes the sizes it can.
 use super::ce::Ce;
 use super::nvl::{Kind, Nvl};
 use super::{Impl, InPlace, Rank};
@@ -9,7 +9,8 @@ use crate::error::Result;
 /// nvl-ll up to this block per peer: it is bound by latency. On 4×H200 it takes 4.7 µs for
 /// 32 KB per peer where nvl's two barriers alone cost more (results/h200x4/README.md).
 const LL_MAX_BYTES_PER_PEER: u64 = 64 << 10;
-/// nvl-ll128 up to this many bytes leaving the GPU (block per peer × remote peers), nvl above:
+/// nvl-ll128 up to this many bytes leaving the GPU (block per peer × remote peers; on one GPU,
+/// the block), nvl above:
 /// nvl-ll128 saves the barriers but moves data more slowly. On 2×H200 it is ahead up to 1 MB
 /// per peer, level at 2 MB and behind at 4 MB (results/h200x2/ll128/); on one GPU ahead of nvl
 /// to 2 MB (results/h200x1/gpu-test-829c739/). With more peers it has not been measured against
@@ -68,16 +69,9 @@ impl Auto {
         Ok(Ok(Auto { ll, ll128, push, ce, remote_peers }))
     }
 
-    /// The tier for `bytes_per_peer` among those this rank count made.
-    fn tier(&self, bytes_per_peer: u64, in_place: bool) -> Tier {
-        match tier(bytes_per_peer, self.remote_peers, in_place) {
-            Tier::CopyEngines if self.ce.is_none() => Tier::Push,
-            t => t,
-        }
-    }
-
     fn pick(&self, bytes_per_peer: u64, in_place: bool) -> &dyn Impl {
-        match (self.tier(bytes_per_peer, in_place), &self.ce) {
+        // `ce` is made for every rank count whose tiers include the copy engines.
+        match (tier(bytes_per_peer, self.remote_peers, in_place), &self.ce) {
             (Tier::Ll, _) => &self.ll,
             (Tier::Ll128, _) => &self.ll128,
             (Tier::CopyEngines, Some(ce)) => ce,
@@ -91,7 +85,7 @@ fn tier(bytes_per_peer: u64, remote_peers: u64, in_place: bool) -> Tier {
     let ll128_fits = bytes_per_peer <= Kind::LowLatency128.max_bytes_per_peer();
     if bytes_per_peer <= LL_MAX_BYTES_PER_PEER.min(Kind::LowLatency.max_bytes_per_peer()) {
         Tier::Ll
-    } else if ll128_fits && remote_peers <= 1 && bytes_per_peer * remote_peers <= LL128_MAX_EGRESS {
+    } else if ll128_fits && remote_peers <= 1 && bytes_per_peer * remote_peers.max(1) <= LL128_MAX_EGRESS {
         Tier::Ll128
     } else if ll128_fits && in_place {
         // Neither nvl nor the copy engines run in place.
@@ -113,7 +107,7 @@ impl Impl for Auto {
     }
 
     fn ran(&self, bytes_per_peer: u64, in_place: bool) -> Option<&'static str> {
-        Some(self.tier(bytes_per_peer, in_place).impl_name())
+        Some(tier(bytes_per_peer, self.remote_peers, in_place).impl_name())
     }
 }
 
@@ -126,10 +120,11 @@ mod tests {
         assert_eq!(out(8, 3), Tier::Ll);
         assert_eq!(out(64 << 10, 7), Tier::Ll);
         assert_eq!(out((64 << 10) + 16, 1), Tier::Ll128);
-        // 2 MB leaving the GPU to one peer; none leaving it on one GPU.
+        // 2 MB leaving the GPU to one peer; on one GPU, 2 MB blocks.
         assert_eq!(out(2 << 20, 1), Tier::Ll128);
         assert_eq!(out((2 << 20) + 16, 1), Tier::Push);
-        assert_eq!(out(1 << 20, 0), Tier::Ll128);
+        assert_eq!(out(2 << 20, 0), Tier::Ll128);
+        assert_eq!(out(4 << 20, 0), Tier::Push);
         // nvl-ll128 is measured against nvl on one and two GPUs only.
         assert_eq!(out(512 << 10, 3), Tier::Push);
         assert_eq!(out(1 << 20, 3), Tier::Push);

@@ -172,35 +172,37 @@ Result issueCopy(CollComm& c, Lane& lane, Request* req, const HeldChunk& piece) 
   return kSuccess;
 }
 
-// A held piece no longer held: its op may complete once the rest has. `lost`: the piece never
-// lands (its window is gone, or its copy failed); then its op's test fails and never reports it
-// done, and every later op of the connection fails, as after a dead peer: NCCL 2.28.9 ignores
-// test's result, and a failing put is what stops it.
-void unhold(CollComm& c, const Lane& lane, const HeldChunk& h, bool lost) {
+// A held piece no longer held: its op may complete once the rest has. `lost` (null: it landed)
+// says why it never will; then its op's test fails and never reports it done, and every later
+// op of the connection fails, as after a dead peer: NCCL 2.28.9 ignores test's result, and a
+// failing put is what stops it.
+void unhold(CollComm& c, const Lane& lane, const HeldChunk& h, const char* lost) {
   if (h.req != nullptr) h.req->heldChunks--;
-  if (!lost) return;
-  if (h.req != nullptr) h.req->droppedFrom = lane.peer;
-  if (c.lostFrom < 0) c.lostFrom = lane.peer;
+  if (lost == nullptr) return;
+  if (h.req != nullptr) h.req->lost = Lost{lane.peer, lost};
+  if (!c.lost) c.lost = Lost{lane.peer, lost};
 }
+
+constexpr const char* kWindowGone = "that rank deregistered its window while the op was in flight";
 
 // A held piece, issued at last: unless the peer deregistered its window meanwhile (the caller's
 // error: on a NIC, a write into memory no longer registered), then it is dropped.
 Result issueHeld(CollComm& c, Lane& lane, const HeldChunk& h) {
   if (h.windowGone()) {
-    unhold(c, lane, h, true);
+    unhold(c, lane, h, kWindowGone);
     return fail(kInvalidUsage, "rank %d deregistered a window while a put or get of rank %d to it was in flight",
                 lane.peer, c.rank);
   }
   Result r = issueCopy(c, lane, h.req, h);
-  unhold(c, lane, h, r != kSuccess);
+  unhold(c, lane, h, r != kSuccess ? "its copy failed" : nullptr);
   return r;
 }
 
 // Data-path calls after an op lost a piece fail: the program can no longer trust this connection.
 Result lostData(const CollComm& c, const char* what) {
-  return fail(kInvalidUsage, "%s: an earlier op of rank %d never landed (rank %d deregistered its window while it was "
-              "in flight): this connection fails from here on",
-              what, c.rank, c.lostFrom);
+  return fail(kInvalidUsage, "%s: part of an earlier op of rank %d to rank %d never landed (%s): this connection "
+              "fails from here on",
+              what, c.rank, c.lost.peer, c.lost.why);
 }
 
 // Which held pieces of a lane to issue: those whose hold ran out, or all (before a signal or a
@@ -544,7 +546,7 @@ Result put(void* collComm, const PutArgs& a, void** request) {
   *request = nullptr;
   std::lock_guard<std::mutex> lock(c.mutex);
   if (c.peerError != kSuccess) return c.peerError;  // a peer process died (logged once)
-  if (c.lostFrom >= 0) return noteError(c, lostData(c, what));
+  if (c.lost) return noteError(c, lostData(c, what));
   Lane* lane = laneOf(c, a.context, a.rank, what);
   if (lane == nullptr) return noteError(c, kInvalidArgument);
   const bool remote = !c.isLocal(static_cast<int>(a.rank));
@@ -636,7 +638,7 @@ Result get(void* collComm, int context, uint64_t remoteOff, void* remoteMhandle,
   *request = nullptr;
   std::lock_guard<std::mutex> lock(c.mutex);
   if (c.peerError != kSuccess) return c.peerError;
-  if (c.lostFrom >= 0) return noteError(c, lostData(c, "iget"));
+  if (c.lost) return noteError(c, lostData(c, "iget"));
   Lane* lane = laneOf(c, context, rank, "iget");
   if (lane == nullptr) return noteError(c, kInvalidArgument);
   const RegEntry* remoteE = nullptr;
@@ -670,7 +672,7 @@ Result flush(void* collComm, int context, uint32_t rank, void** request) {
   if (request == nullptr) return fail(kInvalidArgument, "iflush: NULL request pointer");
   *request = nullptr;
   std::lock_guard<std::mutex> lock(c.mutex);
-  if (c.lostFrom >= 0) return noteError(c, lostData(c, "iflush"));
+  if (c.lost) return noteError(c, lostData(c, "iflush"));
   Lane* lane = laneOf(c, context, rank, "iflush");
   if (lane == nullptr) return noteError(c, kInvalidArgument);
   if (Result r = releaseHeld(c, *lane, Release::All); r != kSuccess) return noteError(c, r);
@@ -702,10 +704,9 @@ Result test(void* collComm, void* request, int* done) {
     if (Result r = releaseDue(c); r != kSuccess) return noteError(c, r);
   }
   if (req->heldChunks > 0) return kSuccess;
-  if (req->droppedFrom >= 0) {
-    return noteError(c, fail(kInvalidUsage, "test: part of this op never landed: rank %d deregistered its window while "
-                             "the op was in flight",
-                             req->droppedFrom));
+  if (req->lost) {
+    return noteError(c, fail(kInvalidUsage, "test: part of this op to rank %d never landed: %s", req->lost.peer,
+                             req->lost.why));
   }
   for (; req->partsDone < req->parts.size(); req->partsDone++) {
     const Part& p = req->parts[req->partsDone];
@@ -812,7 +813,7 @@ Result settleLanes(CollComm& c, const char* what) {
     auto gone = [](const HeldChunk& h) { return h.untilTested || h.windowGone(); };
     for (const HeldChunk& h : lane.held) {
       if (!gone(h)) continue;
-      unhold(c, lane, h, !h.untilTested);
+      unhold(c, lane, h, h.untilTested ? nullptr : kWindowGone);
       if (!h.untilTested) dropped++;
     }
     lane.held.erase(std::remove_if(lane.held.begin(), lane.held.end(), gone), lane.held.end());

@@ -138,12 +138,19 @@ struct Part {  // one piece of a request: complete once `timeline` reaches `tick
   Lane* sentLane = nullptr;
 };
 
+// A piece of an op that never landed (engine.cc unhold): to which peer, and why.
+struct Lost {
+  int peer = -1;  // -1: nothing lost
+  const char* why = nullptr;
+  explicit operator bool() const { return peer >= 0; }
+};
+
 struct Request {
   CollComm* owner = nullptr;
   std::vector<Part> parts;
   size_t partsDone = 0;  // parts[0, partsDone) are known complete
   int heldChunks = 0;   // chaos: chunks not issued yet
-  int droppedFrom = -1;  // chaos: a held chunk to this peer never landed (engine.cc unhold); -1: none
+  Lost lost;            // chaos: a held chunk that never landed: the op fails its test
   int lateReports = 0;  // chaos: "not done" answers left after completion
   std::chrono::steady_clock::time_point issued{};  // GINBENCH_LOOPBACK_STATS only
 };
@@ -225,7 +232,7 @@ struct CollComm {
   std::vector<uint64_t> inSeq;   // [context * nranks + sender]: last signal applied
   // A peer process died: every later op fails. Set from regMrSym's thread too, without `mutex`.
   std::atomic<Result> peerError{kSuccess};
-  int lostFrom = -1;  // an op lost a held piece to this peer (engine.cc unhold): every later op fails
+  Lost lost;  // an op lost a held piece (engine.cc unhold): every later op fails
   std::atomic<bool> stashed{false};  // regMrSym left signals in a channel's queue for progress()
   std::chrono::steady_clock::time_point nextStateLine{};  // GINBENCH_LOOPBACK_STATS: see dumpState
   bool isLocal(int r) const { return local.empty() || local[static_cast<size_t>(r)] != 0; }

@@ -107,13 +107,11 @@ class Channel {
   struct Received {
     ChannelMsg msg;
     int fd;
+    // A signal: since when it has waited for its window (or context) to be registered here
+    // (epoch: it has not).
+    Clock::time_point waitingSince{};
   };
   std::deque<Received> received;  // in arrival order; the owner takes what it understands
-  // Since when the oldest signal waiting in `received` for its window (or context) to be
-  // registered here has been the oldest (epoch: none waits), and which one it is.
-  Clock::time_point heldSince{};
-  uint64_t heldContext = 0;
-  uint64_t heldSeq = 0;
 
   void sayBye();  // best effort, at close
 

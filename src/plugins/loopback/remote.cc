@@ -384,7 +384,7 @@ Result progressPeers(CollComm& c) {
       for (auto it = ch.received.begin(); it != ch.received.end();) {
         if (it->msg.type == ChannelMsg::Signal) {
           if (it->fd >= 0) close(it->fd);  // a signal carries none
-          signals.push_back({it->msg, -1});
+          signals.push_back({it->msg, -1, it->waitingSince});
           it = ch.received.erase(it);
         } else if (it->msg.type == ChannelMsg::Reg && windowKnown(c, it->msg.a, ch.peer())) {
           // Another rank of this process imported it from its own channel: drop our copy.
@@ -408,7 +408,8 @@ Result progressPeers(CollComm& c) {
     const int from = ch.peer();
     std::vector<uint64_t> blocked;  // contexts with a signal waiting
     std::deque<Channel::Received> waiting;
-    for (const Channel::Received& s : signals) {
+    const auto now = Clock::now();
+    for (Channel::Received& s : signals) {
       const ChannelMsg& m = s.msg;
       // v11 has its one context from connect: a higher one can never come.
       if (m.from != static_cast<uint32_t>(from) || m.to != static_cast<uint32_t>(c.rank) ||
@@ -419,6 +420,14 @@ Result progressPeers(CollComm& c) {
       bool behind = std::find(blocked.begin(), blocked.end(), m.a) != blocked.end();
       if (behind || m.a >= static_cast<uint64_t>(c.nContexts) || !signalWindowKnown(c, m.c)) {
         if (!behind) blocked.push_back(m.a);
+        if (s.waitingSince == Clock::time_point{}) s.waitingSince = now;
+        if (now - s.waitingSince > std::chrono::duration<double>(c.config.timeoutSeconds)) {
+          return fail(kRemoteError,
+                      "a signal from rank %d names window #%llu on context %llu, which rank %d did not register "
+                      "within %.0f s",
+                      from, static_cast<unsigned long long>(m.c), static_cast<unsigned long long>(m.a), c.rank,
+                      c.config.timeoutSeconds);
+        }
         waiting.push_back(s);
         continue;
       }
@@ -433,24 +442,7 @@ Result progressPeers(CollComm& c) {
       Result r = applySignal(c, static_cast<int>(m.a), from, m.c, m.d, m.e);
       if (first == kSuccess) first = r;
     }
-    if (waiting.empty()) {
-      ch.heldSince = Clock::time_point{};
-      return first;
-    }
-    // Timed from when the oldest waiting signal became the oldest.
-    const ChannelMsg& oldest = waiting.front().msg;
-    auto now = Clock::now();
-    if (ch.heldSince == Clock::time_point{} || ch.heldContext != oldest.a || ch.heldSeq != oldest.b) {
-      ch.heldSince = now;
-      ch.heldContext = oldest.a;
-      ch.heldSeq = oldest.b;
-    } else if (now - ch.heldSince > std::chrono::duration<double>(c.config.timeoutSeconds)) {
-      return fail(kRemoteError,
-                  "a signal from rank %d names window #%llu on context %llu, which rank %d did not register "
-                  "within %.0f s",
-                  from, static_cast<unsigned long long>(oldest.c), static_cast<unsigned long long>(oldest.a), c.rank,
-                  c.config.timeoutSeconds);
-    }
+    if (waiting.empty()) return first;
     std::lock_guard<std::mutex> lock(ch.mutex);
     ch.received.insert(ch.received.begin(), waiting.begin(), waiting.end());
     c.stashed.store(true, std::memory_order_release);

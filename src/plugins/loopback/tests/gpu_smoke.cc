@@ -654,7 +654,7 @@ static int processChild(const char* lib, int coord, int r, int n) {
   };
   Rank rk;
   // As ncclMemAlloc: POSIX-FD handles for the windows, so other processes can map them.
-  setUpRank(rk, r % ndev, r, n, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  setUpRank(rk, r, r, n, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);  // a GPU per process (main)
   for (int pass = 0; pass < 2; pass++) {
     if (pass == 1) setenv("GINBENCH_LOOPBACK_CHAOS", "77", 1);
     void* inst = nullptr;

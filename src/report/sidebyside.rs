@@ -66,23 +66,20 @@ fn measured(r: &Row) -> bool {
     r.status == Status::Ok && r.time_us.is_some() && !r.is_wrong()
 }
 
-/// Mean over cycles of the measured rows' time and busbw, per (impl, dtype, placement, size).
-type Stats = BTreeMap<(String, String, String, u64), (f64, Option<f64>)>;
-
-/// A row's key in [`Stats`]: (impl, dtype, placement, size).
-fn stats_key(r: &Row) -> (String, String, String, u64) {
-    (r.impl_name.clone(), r.dtype.clone(), r.placement.to_string(), r.size_bytes)
-}
+/// Mean over cycles of the measured rows' time and busbw, and whether every one was checked, per
+/// (impl, dtype, placement, size).
+type Stats = BTreeMap<(String, String, String, u64), (f64, Option<f64>, bool)>;
 
 fn stats(run: &Run) -> Stats {
     let mut acc: BTreeMap<(String, String, String, u64), Vec<&Row>> = BTreeMap::new();
     for r in run.rows.iter().filter(|r| measured(r)) {
-        acc.entry(stats_key(r)).or_default().push(r);
+        acc.entry((r.impl_name.clone(), r.dtype.clone(), r.placement.to_string(), r.size_bytes)).or_default().push(r);
     }
     acc.into_iter()
         .map(|(k, rows)| {
             let t = mean(rows.iter().filter_map(|r| r.time_us)).unwrap_or(0.0);
-            (k, (t, mean(rows.iter().filter_map(|r| r.busbw_gbps))))
+            let checked = rows.iter().all(|r| r.wrong == Some(0));
+            (k, (t, mean(rows.iter().filter_map(|r| r.busbw_gbps)), checked))
         })
         .collect()
 }
@@ -277,7 +274,7 @@ fn build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {
                     points: sizes
                         .iter()
                         .filter_map(|&z| {
-                            let (t, bw) = s.get(&(imp.clone(), dtype.clone(), placement.clone(), z))?;
+                            let (t, bw, _) = s.get(&(imp.clone(), dtype.clone(), placement.clone(), z))?;
                             Some((z as f64, if busbw { (*bw)? } else { *t }))
                         })
                         .collect(),
@@ -306,8 +303,9 @@ fn build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {
             t[0].push(format!("{} time", l.label));
         }
         for &z in &sizes {
+            let key = (imp.clone(), dtype.clone(), placement.clone(), z);
             let cells: Vec<Option<(f64, Option<f64>)>> =
-                all.iter().map(|s| s.get(&(imp.clone(), dtype.clone(), placement.clone(), z)).cloned()).collect();
+                all.iter().map(|s| s.get(&key).map(|&(t, bw, _)| (t, bw))).collect();
             t.push(stat_row(vec![z.to_string()], &cells));
         }
         doc.push(Block::Table(t));
@@ -318,7 +316,7 @@ fn build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {
     Ok(doc)
 }
 
-/// One run's (impl, time, busbw) of one (dtype, placement), by size.
+/// One run's (impl, time, busbw, checked) of one (dtype, placement), by size.
 type BySize<'a> = BTreeMap<u64, Vec<(&'a String, f64, Option<f64>, bool)>>;
 
 /// Per (dtype, placement): the fastest impl at each size in every run, its busbw, and `auto`'s
@@ -327,28 +325,16 @@ type BySize<'a> = BTreeMap<u64, Vec<(&'a String, f64, Option<f64>, bool)>>;
 fn best_per_size(runs: &[Labeled], all: &[Stats]) -> Vec<Block> {
     let groups: BTreeSet<(&String, &String)> = all.iter().flat_map(|s| s.keys().map(|k| (&k.1, &k.2))).collect();
     let has_auto = all.iter().any(|s| s.keys().any(|k| k.0 == AUTO));
-    // Per run: whether every measured row of a key was checked and right.
-    let checked: Vec<BTreeMap<_, bool>> = runs
-        .iter()
-        .map(|l| {
-            let mut m = BTreeMap::new();
-            for r in l.run.rows.iter().filter(|r| measured(r)) {
-                *m.entry(stats_key(r)).or_insert(true) &= r.wrong == Some(0);
-            }
-            m
-        })
-        .collect();
     let mut doc = vec![];
     for (dtype, placement) in groups {
         // Each run's (impl, time, busbw) by size, indexed once: scanning every run per size took
         // time quadratic in the sizes (minutes at 10,000-point sweeps).
         let by_size: Vec<BySize> = all
             .iter()
-            .zip(&checked)
-            .map(|(s, checked)| {
+            .map(|s| {
                 let mut m: BTreeMap<u64, Vec<_>> = BTreeMap::new();
                 for (k, v) in s.iter().filter(|(k, _)| (&k.1, &k.2) == (dtype, placement)) {
-                    m.entry(k.3).or_default().push((&k.0, v.0, v.1, checked.get(k) == Some(&true)));
+                    m.entry(k.3).or_default().push((&k.0, v.0, v.1, v.2));
                 }
                 m
             })

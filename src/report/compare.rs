@@ -626,11 +626,9 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
         let (b_unchecked, c_unchecked) = (unchecked(b), unchecked(c));
         // Ok interference rows whose background has no together time (no background iteration
         // lay wholly inside the foreground's window).
-        let bg_unmeasured = |rows: &[&Row]| {
-            rows.iter()
-                .filter(|r| r.status == Status::Ok && r.background.as_ref().is_some_and(|g| g.together_us.is_none()))
-                .count()
-        };
+        let bg_unmeasured =
+            |r: &&&Row| r.status == Status::Ok && r.background.as_ref().is_some_and(|g| g.together_us.is_none());
+        let (b_bg_lost, c_bg_lost) = (b.iter().filter(bg_unmeasured).count(), c.iter().filter(bg_unmeasured).count());
         // The least overlap of the ok rows; a candidate row that records none counts as none.
         let b_overlap = b.iter().filter(|r| r.status == Status::Ok).filter_map(|r| r.overlap).reduce(f64::min);
         let c_overlap = c.iter().filter(|r| r.status == Status::Ok).map(|r| r.overlap.unwrap_or(0.0)).reduce(f64::min);
@@ -661,19 +659,14 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
                     bo * 100.0
                 )
             };
-        } else if ok(b) > 0 && bg_unmeasured(c) > bg_unmeasured(b) {
+        } else if ok(b) > 0 && c_bg_lost > b_bg_lost {
             // The gate judges the background's together time too: one the candidate lost would
             // otherwise pass unjudged.
-            let row = c
-                .iter()
-                .find(|r| r.status == Status::Ok && r.background.as_ref().is_some_and(|g| g.together_us.is_none()));
             finding.verdict = Verdict::OverlapLost;
             finding.detail = format!(
-                "the candidate has no background together time in {} of {} cycles, the baseline in {}: {}",
-                bg_unmeasured(c),
+                "the candidate has no background together time in {c_bg_lost} of {} cycles, the baseline in {b_bg_lost}: {}",
                 ok(c),
-                bg_unmeasured(b),
-                row.and_then(|r| r.reason.clone()).unwrap_or_default()
+                c.iter().find(bg_unmeasured).and_then(|r| r.reason.clone()).unwrap_or_default()
             );
         } else if b_times.is_empty() {
             finding.verdict = if c_times.is_empty() { Verdict::NotCompared } else { Verdict::New };
@@ -866,11 +859,22 @@ pub fn refused_json(error: &str) -> String {
 
 /// `--junit` of a comparison refused (exit 2): one failing case that says why.
 pub fn refused_junit(error: &str) -> String {
-    format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"ginbench compare\" tests=\"1\" failures=\"1\" skipped=\"0\">\n  <testsuite name=\"ginbench compare\" tests=\"1\" failures=\"1\" skipped=\"0\">\n    <testcase classname=\"ginbench\" name=\"comparison\">\n      <failure message=\"refused: {}\" />\n    </testcase>\n  </testsuite>\n</testsuites>\n",
+    let mut s = junit_head(1, 1, 0);
+    s += &format!(
+        "    <testcase classname=\"ginbench\" name=\"comparison\">\n      <failure message=\"refused: {}\" />\n    </testcase>\n",
         xml(error)
+    );
+    s + JUNIT_TAIL
+}
+
+/// A JUnit document up to its first test case, and after its last.
+fn junit_head(tests: usize, failures: usize, skipped: usize) -> String {
+    let counts = format!("tests=\"{tests}\" failures=\"{failures}\" skipped=\"{skipped}\"");
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"ginbench compare\" {counts}>\n  <testsuite name=\"ginbench compare\" {counts}>\n"
     )
 }
+const JUNIT_TAIL: &str = "  </testsuite>\n</testsuites>\n";
 
 /// Text as an XML attribute or element: markup escaped, and control characters (which XML 1.0
 /// cannot carry at all) shown as `\u{..}`.
@@ -893,10 +897,7 @@ pub fn to_junit(o: &Outcome) -> String {
     let tests = o.findings.len() + usize::from(error.is_some());
     let failures = o.findings.iter().filter(|f| f.verdict.fails()).count() + usize::from(error.is_some());
     let skipped = o.findings.iter().filter(|f| f.verdict == Verdict::NotCompared).count();
-    let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    s += &format!(
-        "<testsuites name=\"ginbench compare\" tests=\"{tests}\" failures=\"{failures}\" skipped=\"{skipped}\">\n  <testsuite name=\"ginbench compare\" tests=\"{tests}\" failures=\"{failures}\" skipped=\"{skipped}\">\n"
-    );
+    let mut s = junit_head(tests, failures, skipped);
     // What differs between the two environments, where CI shows it.
     if !o.env_differences.is_empty() {
         s += "    <properties>\n";
@@ -933,6 +934,5 @@ pub fn to_junit(o: &Outcome) -> String {
             s += " />\n";
         }
     }
-    s += "  </testsuite>\n</testsuites>\n";
-    s
+    s + JUNIT_TAIL
 }

@@ -109,10 +109,14 @@ Result makeCurrent(Context ctx);
 Result primaryContext(int device, Context* out);
 
 // Saves the calling thread's current context and puts it back: setup and teardown calls run on
-// NCCL's (or the application's) threads, whose context must not change under them.
+// NCCL's (or the application's) threads, whose context must not change under them. Without an
+// api (the default: the driver if loaded()), where no driver was loaded, it does nothing: no
+// plugin stream exists then to change the context.
 class ScopedContext {
  public:
-  explicit ScopedContext(const Api* api) : api_(api) { ok_ = api_->ctxGetCurrent(&saved_) == kOk; }
+  explicit ScopedContext(const Api* api = loaded()) : api_(api) {
+    ok_ = api_ != nullptr && api_->ctxGetCurrent(&saved_) == kOk;
+  }
   ~ScopedContext() {
     if (ok_) api_->ctxSetCurrent(saved_);
   }

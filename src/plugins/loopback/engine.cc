@@ -43,6 +43,7 @@
 #include <mutex>
 #include <string>
 
+#include "cuda_api.h"
 #include "engine.h"
 #include "internal.h"
 #include "log.h"
@@ -852,7 +853,8 @@ Result closeColl(void* collComm) {
   untrack(cp);  // no new calls from here on
   CollComm& c = *cp;
   Result result = kSuccess;
-  CallerContext keep;
+  // Settling may copy or poll on another GPU's stream: the caller's context stays its own.
+  cu::ScopedContext keep;
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     result = settleLanes(c, "puts before close");

@@ -69,19 +69,4 @@ Result deviceOfPointer(const void* ptr, int* device);
 // The device of the calling thread's current CUDA context.
 Result currentDevice(int* device);
 
-// Puts the calling thread's CUDA context back at the end of a scope (nothing where the driver was
-// never loaded). Deregistration and close run on NCCL's or the application's threads, where a copy
-// or poll on one of the plugin's streams would otherwise leave its GPU's context current.
-class CallerContext {
- public:
-  CallerContext();
-  ~CallerContext();
-  CallerContext(const CallerContext&) = delete;
-  CallerContext& operator=(const CallerContext&) = delete;
-
- private:
-  void* saved_ = nullptr;
-  bool ok_ = false;
-};
-
 }  // namespace gbl

@@ -323,18 +323,6 @@ Result deviceOfPointer(const void* ptr, int* device) {
   return kSuccess;
 }
 
-CallerContext::CallerContext() {
-  if (const cu::Api* api = cu::loaded()) {
-    cu::Context ctx = nullptr;
-    ok_ = api->ctxGetCurrent(&ctx) == cu::kOk;
-    saved_ = ctx;
-  }
-}
-
-CallerContext::~CallerContext() {
-  if (ok_) cu::loaded()->ctxSetCurrent(static_cast<cu::Context>(saved_));
-}
-
 Result currentDevice(int* device) {
   const cu::Api* api = nullptr;
   if (Result r = cu::load(&api); r != kSuccess) return r;

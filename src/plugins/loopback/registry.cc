@@ -10,6 +10,7 @@
 #include <shared_mutex>
 #include <unordered_map>
 
+#include "cuda_api.h"
 #include "engine.h"
 #include "forever.h"
 #include "internal.h"
@@ -347,7 +348,8 @@ Result deregMrSym(void* collComm, void* mhandle) {
   CollComm& c = *static_cast<CollComm*>(collComm);
   MemHandle* h = static_cast<MemHandle*>(mhandle);
   Result settled = kSuccess;
-  CallerContext keep;
+  // Settling may copy or poll on another GPU's stream: the caller's context stays its own.
+  cu::ScopedContext keep;
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     if (c.handles.erase(h) == 0) {

@@ -393,27 +393,16 @@ int main(int argc, char** argv) {
   // As the plugin asks of every GIN program: enough hardware queues that its streams never wait
   // behind the spinning kernel (before CUDA starts; children inherit it).
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  int nprocs = 0;  // --processes N; 0: ranks as threads of this process
   if (argc >= 3 && strcmp(argv[2], "--processes") == 0) {
-    int nprocs = argc >= 4 ? atoi(argv[3]) : 2;
+    nprocs = argc >= 4 ? atoi(argv[3]) : 2;
     if (nprocs < 2 || nprocs > 8) {
       fprintf(stderr, "usage: %s <lib> --processes [2..8]\n", argv[0]);
       return 6;
     }
-    int ndev = 0;
-    if (!loadDriver() || p_cuDeviceGetCount(&ndev) != CUDA_SUCCESS || ndev < 1) {
-      fprintf(stderr, "gpu-smoke: no CUDA driver or no GPU: skipped\n");
-      return 8;
-    }
-    if (ndev < nprocs) {
-      fprintf(stderr, "gpu-smoke: --processes %d needs a GPU per process, this host has %d: skipped\n", nprocs, ndev);
-      return 8;
-    }
-    return processesMain(argv[1], nprocs);
-  }
-  if (argc == 6 && strcmp(argv[2], "--child") == 0) {
+  } else if (argc == 6 && strcmp(argv[2], "--child") == 0) {
     return processChild(argv[1], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
-  }
-  if (argc != 2) {
+  } else if (argc != 2) {
     fprintf(stderr, "usage: %s <libnccl-net-ginbench.so>\n", argv[0]);
     return 6;
   }
@@ -425,6 +414,13 @@ int main(int argc, char** argv) {
   if (p_cuDeviceGetCount(&ndev) != CUDA_SUCCESS || ndev < 1) {
     fprintf(stderr, "gpu-smoke: no GPU: skipped\n");
     return 8;
+  }
+  if (nprocs > 0) {
+    if (ndev < nprocs) {
+      fprintf(stderr, "gpu-smoke: --processes %d needs a GPU per process, this host has %d: skipped\n", nprocs, ndev);
+      return 8;
+    }
+    return processesMain(argv[1], nprocs);
   }
   void* plugin = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (plugin == nullptr) {

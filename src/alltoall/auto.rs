@@ -9,8 +9,7 @@ use crate::error::Result;
 /// nvl-ll up to this block per peer: it is bound by latency. On 4×H200 it takes 4.7 µs for
 /// 32 KB per peer where nvl's two barriers alone cost more (results/h200x4/README.md).
 const LL_MAX_BYTES_PER_PEER: u64 = 64 << 10;
-/// nvl-ll128 up to this many bytes leaving the GPU (block per peer × remote peers; on one GPU,
-/// the block), nvl above:
+/// nvl-ll128 up to this many bytes leaving the GPU (with one peer or none, the block), nvl above:
 /// nvl-ll128 saves the barriers but moves data more slowly. On 2×H200 it is ahead up to 1 MB
 /// per peer, level at 2 MB and behind at 4 MB (results/h200x2/ll128/); on one GPU ahead of nvl
 /// to 2 MB (results/h200x1/gpu-test-829c739/). With more peers it has not been measured against
@@ -85,7 +84,7 @@ fn tier(bytes_per_peer: u64, remote_peers: u64, in_place: bool) -> Tier {
     let ll128_fits = bytes_per_peer <= Kind::LowLatency128.max_bytes_per_peer();
     if bytes_per_peer <= LL_MAX_BYTES_PER_PEER.min(Kind::LowLatency.max_bytes_per_peer()) {
         Tier::Ll
-    } else if ll128_fits && remote_peers <= 1 && bytes_per_peer * remote_peers.max(1) <= LL128_MAX_EGRESS {
+    } else if ll128_fits && remote_peers <= 1 && bytes_per_peer <= LL128_MAX_EGRESS {
         Tier::Ll128
     } else if ll128_fits && in_place {
         // Neither nvl nor the copy engines run in place.

@@ -9,15 +9,24 @@ use std::process::{Command, Output};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
+/// An executable script at `path` (a fake command to put on PATH).
+fn write_exe(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+/// PATH with `dir` first.
+fn path_with(dir: &Path) -> String {
+    format!("{}:{}", dir.display(), std::env::var("PATH").unwrap_or_default())
+}
+
 /// A folder whose `nvidia-smi` lists no GPU, to put first on PATH: the scripts then take this
 /// machine for one without GPUs even where it has some.
 fn no_gpu_path(tag: &str) -> (PathBuf, String) {
     let dir = std::env::temp_dir().join(format!("ginbench-nogpu-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let smi = dir.join("nvidia-smi");
-    std::fs::write(&smi, "#!/bin/sh\nexit 9\n").unwrap();
-    std::fs::set_permissions(&smi, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let path = format!("{}:{}", dir.display(), std::env::var("PATH").unwrap_or_default());
+    write_exe(&dir.join("nvidia-smi"), "#!/bin/sh\nexit 9\n");
+    let path = path_with(&dir);
     (dir, path)
 }
 
@@ -95,23 +104,19 @@ fn fake_gpu_node(tag: &str) -> (PathBuf, String) {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let log = dir.join("log");
-    let exe = |p: PathBuf, text: String| {
-        std::fs::write(&p, text).unwrap();
-        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    };
-    exe(dir.join("nvidia-smi"), "#!/bin/sh\necho 'GPU 0: Fake GPU (UUID: GPU-0)'\n".into());
+    write_exe(&dir.join("nvidia-smi"), "#!/bin/sh\necho 'GPU 0: Fake GPU (UUID: GPU-0)'\n");
     let l = log.display();
-    exe(
-        bin.join("alltoall_perf"),
-        format!("#!/bin/sh\necho \"alltoall_perf $*\" >> {l}\nwhile [ $# -gt 0 ]; do [ \"$1\" = -J ] && echo '{{}}' > \"$2\"; shift; done\n"),
+    write_exe(
+        &bin.join("alltoall_perf"),
+        &format!("#!/bin/sh\necho \"alltoall_perf $*\" >> {l}\nwhile [ $# -gt 0 ]; do [ \"$1\" = -J ] && echo '{{}}' > \"$2\"; shift; done\n"),
     );
-    exe(
-        bin.join("ginbench"),
-        format!(
+    write_exe(
+        &bin.join("ginbench"),
+        &format!(
             "#!/bin/sh\necho \"ginbench $*\" >> {l}\n[ \"$1\" = compare ] && grep -q bad \"$2\" && exit 2\ncase \"$*\" in *--threshold\\ foo*) exit 2 ;; esac\nexit 0\n"
         ),
     );
-    let path = format!("{}:{}", dir.display(), std::env::var("PATH").unwrap_or_default());
+    let path = path_with(&dir);
     (dir, path)
 }
 
@@ -212,25 +217,20 @@ fn gpu_fuzz_generates_mostly_valid_runs_and_reports_findings() {
 fn slurm_scripts_hand_the_binaries_flags_they_take() {
     let dir = std::env::temp_dir().join(format!("ginbench-slurm-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let exe = |name: &str, text: &str| {
-        let p = dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    };
-    exe(
-        "srun",
+    write_exe(
+        &dir.join("srun"),
         "#!/bin/bash\nwhile [ $# -gt 0 ]; do case $1 in -N|-n) shift 2 ;; -*) shift ;; *) break ;; esac; done\n\
          [ \"$2\" = mpi-check ] && exit 0\n\
          SLURM_PROCID=0 SLURM_LOCALID=0 CUDA_VISIBLE_DEVICES= \"$@\"\n",
     );
-    exe(
-        "nsys",
+    write_exe(
+        &dir.join("nsys"),
         "#!/bin/bash\necho \"nsys $*\" >> \"$NSYS_LOG\"\nshift\n\
          while [ $# -gt 0 ]; do case $1 in -t|-o|--force-overwrite|--enable) shift 2 ;; -*) shift ;; *) break ;; esac; done\n\
          exec \"$@\"\n",
     );
     let bin = Path::new(env!("CARGO_BIN_EXE_alltoall_perf")).parent().unwrap();
-    let path = format!("{}:{}", dir.display(), std::env::var("PATH").unwrap_or_default());
+    let path = path_with(&dir);
     let steps = ["alltoall", "ep", "ep-node", "interference-shared", "interference-socket", "interference-node"];
     for (script, ib_sl, tc) in [("efa", None, false), ("ib", None, true), ("ib", Some("3"), false)] {
         let out = dir.join(format!("out-{script}-{tc}"));

@@ -3,6 +3,7 @@
 //! and a run under way still writes the rows it measured; one that reports progress runs on.
 //! Each case runs in a child process (this test binary again), since the watchdog ends the
 //! process it watches.
+use ginbench::results::Status;
 use std::process::Command;
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ const CHILD: &str = "GINBENCH_WATCHDOG_TEST_CHILD";
 /// In the child: a watchdog of 1 s, then progress every 100 ms for 2.5 s ("beats"), or none at
 /// all ("stalls", which only the watchdog can end early); "stalls-measuring <dir>": rank 0 of an
 /// alltoall_perf run with `-J` and `--csv` into <dir>, its config added to after the start,
-/// stalls after its first two rows.
+/// stalls after its first two rows, in its third measurement.
 fn child(mode: &str) -> ! {
     use ginbench::driver::output::{self, Output};
     use ginbench::harness::watchdog;
@@ -36,6 +37,8 @@ fn child(mode: &str) -> ! {
                 let row = ginbench::results::Row { impl_name: "nvl".into(), size_bytes: size, ..Default::default() };
                 out.rows(None, vec![row]);
             }
+            let key = ginbench::results::Row { impl_name: "nvl".into(), size_bytes: 512, ..Default::default() };
+            out.measuring("nvl 512 B", &[], vec![key]);
             sleep(30_000)
         }
         _ => sleep(30_000),
@@ -84,10 +87,13 @@ fn a_run_ended_by_the_watchdog_keeps_the_rows_it_measured() {
     let run = ginbench::report::json::parse(&text).expect("a results file ginbench reads");
     assert_eq!(run.error(), Some("timeout: no progress for 1 s"));
     assert_eq!(run.config["granted"], serde_json::json!({"gin": 4}), "the config as it was at the last row");
-    assert_eq!(run.rows.iter().map(|r| r.size_bytes).collect::<Vec<_>>(), [8, 64]);
-    assert!(run.finished_at.is_some() && run.summary.is_some());
+    assert_eq!(run.rows.iter().map(|r| r.size_bytes).collect::<Vec<_>>(), [8, 64, 512]);
+    // The measurement under way is recorded failed, with the watchdog's error.
+    let last = &run.rows[2];
+    assert_eq!((last.status, last.reason.as_deref()), (Status::Failed, Some("timeout: no progress for 1 s")));
+    assert!(run.finished_at.is_some() && run.summary.as_ref().is_some_and(|s| s.rows_failed == 1));
     let csv = std::fs::read_to_string(dir.join("run.csv")).unwrap();
-    assert_eq!(csv.lines().count(), 3, "a header and two rows: {csv}");
+    assert_eq!(csv.lines().count(), 4, "a header and three rows: {csv}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

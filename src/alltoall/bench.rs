@@ -164,7 +164,7 @@ fn sweep_impls(r: &Rank, cfg: &Config, sweep: &[u64], checker: &mut Checker, out
                 let mut row = match (skip, &imp) {
                     (Some(why), _) => skipped(cfg, n, info.name, count, placement, out.cycle, why),
                     (None, Ok(imp)) => {
-                        out.progress(&format!(
+                        let text = format!(
                             "{} ({}/{}) {} B {placement} ({}/{})",
                             info.name,
                             ii + 1,
@@ -172,7 +172,8 @@ fn sweep_impls(r: &Rank, cfg: &Config, sweep: &[u64], checker: &mut Checker, out
                             n * bytes_per_peer,
                             si + 1,
                             sweep.len()
-                        ));
+                        );
+                        out.measuring(&text, &rows, vec![keyed(cfg, n, info.name, count, placement, out.cycle)]);
                         let case = Case {
                             impl_name: info.name,
                             count,
@@ -402,19 +403,22 @@ fn measure(r: &Rank, imp: &dyn super::Impl, cfg: &Config, case: &Case, checker: 
     Ok(Measured { timing, wrong, note })
 }
 
-/// A row that did not run, for `reason` (the same on every rank).
-fn skipped(cfg: &Config, n: u64, impl_name: &str, count: u64, placement: Placement, cycle: u32, reason: String) -> Row {
+/// A row's keys: what it measures, not how it went.
+fn keyed(cfg: &Config, n: u64, impl_name: &str, count: u64, placement: Placement, cycle: u32) -> Row {
     Row {
         impl_name: impl_name.into(),
         size_bytes: n * count * cfg.dtype.size(),
         count,
         dtype: cfg.dtype.name().into(),
         placement,
-        status: Status::Skipped,
-        reason: Some(reason),
         cycle,
         ..Default::default()
     }
+}
+
+/// A row that did not run, for `reason` (the same on every rank).
+fn skipped(cfg: &Config, n: u64, impl_name: &str, count: u64, placement: Placement, cycle: u32, reason: String) -> Row {
+    Row { status: Status::Skipped, reason: Some(reason), ..keyed(cfg, n, impl_name, count, placement, cycle) }
 }
 
 /// The row's time, algbw and busbw. As in nccl-tests, `-C` shows the host enqueue time, and the

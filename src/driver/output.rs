@@ -8,7 +8,7 @@ use crate::cuda::Gpu;
 use crate::error::{Error, Result};
 use crate::harness::{stats, Timing};
 use crate::report;
-use crate::results::{Env, Row, Run, Summary};
+use crate::results::{Env, Row, Run, Status, Summary};
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::PathBuf;
@@ -22,6 +22,8 @@ pub struct Output {
     pub cycle: u32,
     /// Skip reasons already printed in the current section.
     reasons_shown: HashSet<String>,
+    /// Rows under measurement ([`Output::measuring`]), recorded `failed` if the run ends first.
+    pending: Vec<Row>,
     /// A progress line on stderr: rank 0, a terminal, not under CI, stdout not JSON.
     progress: bool,
     to: Destination,
@@ -51,6 +53,7 @@ impl Destination {
 struct Unfinished {
     run: Run,
     rows: Vec<Row>,
+    pending: Vec<Row>,
     to: Destination,
 }
 
@@ -64,12 +67,22 @@ fn unfinished() -> std::sync::MutexGuard<'static, Option<Unfinished>> {
 /// far and `error`, so a sweep that hangs at its last size keeps the others (`compare` fails a
 /// run that ended in error). Nothing where no run is under way or this process is not rank 0's.
 pub fn save_unfinished(error: &str) {
-    let Some(Unfinished { mut run, rows, to }) = unfinished().take() else { return };
+    let Some(Unfinished { mut run, mut rows, pending, to }) = unfinished().take() else { return };
+    rows.extend(failed(pending, error));
     let summary = Summary::of(&rows);
     match to.write(&mut run, rows, summary, Some(error.to_string())) {
         Ok(lines) => lines.iter().for_each(|l| report::print_text(to.json_stdout, l)),
         Err(e) => crate::console::err(&format!("{}: error: the rows measured so far were not saved: {e}\n", to.prog)),
     }
+}
+
+/// The rows under measurement when the run ended with `error`: those that had not finished are
+/// recorded `failed`, with the error as their reason.
+fn failed(pending: Vec<Row>, error: &str) -> impl Iterator<Item = Row> + '_ {
+    pending.into_iter().map(move |r| match r.status {
+        Status::Failed => Row { reason: Some(error.to_string()), ..r },
+        _ => r,
+    })
 }
 
 /// One measurement reduced over ranks.
@@ -137,7 +150,7 @@ impl Output {
         let run = Run::start(B::KIND, &c.command, started_at, env, config);
         let to = Destination { prog: B::PROG, json_stdout, json: c.json.clone(), csv: c.csv.clone() };
         if print {
-            *unfinished() = Some(Unfinished { run: run.clone(), rows: vec![], to: to.clone() });
+            *unfinished() = Some(Unfinished { run: run.clone(), rows: vec![], pending: vec![], to: to.clone() });
         }
         Output {
             print,
@@ -145,6 +158,7 @@ impl Output {
             rows: vec![],
             cycle: 0,
             reasons_shown: Default::default(),
+            pending: vec![],
             progress: show_progress(
                 print,
                 json_stdout,
@@ -162,6 +176,20 @@ impl Output {
         }
         self.progress("");
         report::print_text(self.to.json_stdout, s);
+    }
+
+    /// A measurement starts: `text` on the progress line, and the table line's rows held so that a
+    /// run ending before [`Output::rows`] records them (an error, or the `-T` watchdog) records
+    /// `done` as they are and each of `current` (its keys set) as `failed`, with the error.
+    pub fn measuring(&mut self, text: &str, done: &[Row], current: Vec<Row>) {
+        self.progress(text);
+        let failed = current.into_iter().map(|r| Row { status: Status::Failed, reason: None, ..r });
+        self.pending = done.iter().cloned().chain(failed).collect();
+        if self.print {
+            if let Some(u) = unfinished().as_mut() {
+                u.pending.clone_from(&self.pending);
+            }
+        }
     }
 
     /// Replace the progress line (empty: clear it).
@@ -238,11 +266,13 @@ impl Output {
             }
         }
         self.emit(&s);
+        self.pending.clear();
         if self.print {
             if let Some(u) = unfinished().as_mut() {
                 // The run too: its config gains what NCCL granted each impl after the start.
                 u.run.clone_from(&self.run);
                 u.rows.extend(rows.iter().cloned());
+                u.pending.clear();
             }
         }
         self.rows.extend(rows);
@@ -258,6 +288,10 @@ impl Output {
             return Ok(());
         }
         unfinished().take();
+        if let Some(e) = error {
+            let pending = std::mem::take(&mut self.pending);
+            self.rows.extend(failed(pending, &e.to_string()));
+        }
         let summary = Summary::of(&self.rows);
         self.emit(&footer(&summary));
         let rows = std::mem::take(&mut self.rows);
@@ -390,6 +424,32 @@ mod tests {
         assert_eq!(run.summary.as_ref().map(|s| s.rows_wrong), Some(2));
         assert!(run.finished_at.is_some());
         assert_eq!(run.error(), Some("timed out"));
+    }
+
+    #[test]
+    fn a_run_ending_mid_measurement_records_its_rows_failed() {
+        let key = |placement| Row { impl_name: "nvl".into(), size_bytes: 64, placement, ..Default::default() };
+        let done = Row { time_us: Some(1.0), wrong: Some(0), ..key(crate::results::Placement::OutOfPlace) };
+        let mut out = output(true);
+        out.measuring("nvl 64 B", &[], vec![key(crate::results::Placement::OutOfPlace)]);
+        out.rows(None, vec![]);
+        out.measuring("nvl 64 B in place", std::slice::from_ref(&done), vec![key(crate::results::Placement::InPlace)]);
+        out.finish(Some(&Error::internal("NCCL error")), |_| String::new()).unwrap();
+        let rows = &out.run.rows;
+        assert_eq!(rows.len(), 2, "a measurement that ended is not held: {rows:?}");
+        assert_eq!((rows[0].status, rows[0].time_us), (Status::Ok, Some(1.0)), "done rows as they were");
+        assert_eq!(rows[1].status, Status::Failed);
+        assert_eq!(rows[1].placement, crate::results::Placement::InPlace);
+        assert!(rows[1].reason.as_deref().unwrap().contains("NCCL error"), "{:?}", rows[1].reason);
+        assert_eq!(out.run.summary.as_ref().map(|s| s.rows_failed), Some(1));
+    }
+
+    #[test]
+    fn a_run_ending_well_records_no_failed_row() {
+        let mut out = output(true);
+        out.measuring("nvl 64 B", &[], vec![Row::default()]);
+        out.finish(None, |_| String::new()).unwrap();
+        assert!(out.run.rows.is_empty(), "held rows fail only with an error");
     }
 
     #[test]

@@ -195,7 +195,12 @@ impl State<'_> {
                         let rows = match (&skip, &imp) {
                             (Some(why), _) => [Phase::Dispatch, Phase::Combine].map(|p| self.skipped(at, p, why)),
                             (None, Ok(imp)) => {
-                                out.progress(&format!("{name} {} {} {t} tokens", mode.as_str(), payload.name()));
+                                let text = format!("{name} {} {} {t} tokens", mode.as_str(), payload.name());
+                                out.measuring(
+                                    &text,
+                                    &[],
+                                    [Phase::Dispatch, Phase::Combine].map(|p| self.base(at, p)).into(),
+                                );
                                 let [d, cm] = self.measure(&c, imp.as_ref(), &spec, t, &same_host)?;
                                 [self.row(at, Phase::Dispatch, sms, &d), self.row(at, Phase::Combine, sms, &cm)]
                             }

@@ -285,6 +285,8 @@ impl Runner<'_> {
     /// Every row of one foreground point: alone once, then per background size together.
     fn point(&mut self, p: &Point, out: &mut Output) -> Result<()> {
         let cfg = self.cfg;
+        let first = if cfg.bg == BgOp::None { 0 } else { cfg.bg_sizes[0] };
+        out.measuring(&format!("{} alone", p.label), &[], vec![self.keyed(&p.base, first)]);
         let fg_alone_mine = self.fg_alone(p, cfg.common.iters)?;
         let fg_alone = self.reduce(fg_alone_mine);
         let fg_alone_max = self.world_max(fg_alone_mine);
@@ -307,7 +309,11 @@ impl Runner<'_> {
             return Ok(());
         }
         for &size in &cfg.bg_sizes {
-            out.progress(&format!("{} against {} {size} B", p.label, cfg.bg.name()));
+            out.measuring(
+                &format!("{} against {} {size} B", p.label, cfg.bg.name()),
+                &[],
+                vec![self.keyed(&p.base, size)],
+            );
             self.bg.resize(size)?;
             let bg_alone_mine = measure::bg_alone(self.bg, self.world, cfg.common.iters, cfg.common.warmup)?;
             let bg_alone_max = self.world_max(bg_alone_mine);
@@ -427,16 +433,16 @@ impl Runner<'_> {
         pair.row(self.cfg.bg, self.bandwidths(p, pair.together))
     }
 
+    /// The keys of a foreground's row (`base`) against a background of `size` bytes.
+    fn keyed(&self, base: &Row, size: u64) -> Row {
+        Row { background: Some(described(self.cfg.bg, size, self.bg.comm.nranks as u64)), ..base.clone() }
+    }
+
     fn skipped(&self, base: Row, why: &str, out: &mut Output) {
         let sizes: Vec<u64> = if self.cfg.bg == BgOp::None { vec![0] } else { self.cfg.bg_sizes.clone() };
         let rows = sizes
             .iter()
-            .map(|&size| Row {
-                status: Status::Skipped,
-                reason: Some(why.into()),
-                background: Some(described(self.cfg.bg, size, self.bg.comm.nranks as u64)),
-                ..base.clone()
-            })
+            .map(|&size| Row { status: Status::Skipped, reason: Some(why.into()), ..self.keyed(&base, size) })
             .collect();
         out.rows(None, rows);
     }

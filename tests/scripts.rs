@@ -58,8 +58,11 @@ fn help_and_bad_usage_come_before_the_gpu_search() {
         assert_eq!(o.status.code(), Some(bad_exit), "{name}");
         assert!(String::from_utf8_lossy(&o.stderr).starts_with(&format!("usage: ci/{name}")), "{name}");
     }
-    let o = script("gpu-regression", &[], &path);
-    assert_eq!(o.status.code(), Some(2));
+    for args in [&[][..], &["--record"]] {
+        let o = script("gpu-regression", args, &path);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).starts_with("usage: ci/gpu-regression"), "{args:?}");
+    }
     assert!(!dir.join("--help").exists() && !Path::new(ROOT).join("ci/--help").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -97,8 +100,9 @@ fn gpu_bench_refuses_bad_usage_and_a_node_without_gpus() {
 }
 
 /// A scratch folder with an `nvidia-smi` that lists one GPU and fake binaries in `bin/` that log
-/// their arguments to `log`: `alltoall_perf` writes `{}` to its `-J` file; `ginbench compare`
-/// exits 2 on a baseline whose text says "bad" or on `--threshold foo`, else 0.
+/// their arguments to `log`: `alltoall_perf` writes `{}` to its `-J` file (or, with `FAKE_RC`
+/// set, exits with it); `ginbench compare` exits 2 on a baseline whose text says "bad" or on
+/// `--threshold foo`, else 0.
 fn fake_gpu_node(tag: &str) -> (PathBuf, String) {
     let dir = std::env::temp_dir().join(format!("ginbench-fakegpu-{tag}-{}", std::process::id()));
     let bin = dir.join("bin");
@@ -108,7 +112,7 @@ fn fake_gpu_node(tag: &str) -> (PathBuf, String) {
     let l = log.display();
     write_exe(
         &bin.join("alltoall_perf"),
-        &format!("#!/bin/sh\necho \"alltoall_perf $*\" >> {l}\nwhile [ $# -gt 0 ]; do [ \"$1\" = -J ] && echo '{{}}' > \"$2\"; shift; done\n"),
+        &format!("#!/bin/sh\necho \"alltoall_perf $*\" >> {l}\n[ -n \"$FAKE_RC\" ] && exit $FAKE_RC\nwhile [ $# -gt 0 ]; do [ \"$1\" = -J ] && echo '{{}}' > \"$2\"; shift; done\n"),
     );
     write_exe(
         &bin.join("ginbench"),
@@ -125,17 +129,19 @@ fn gpu_regression_takes_paths_from_where_it_starts_and_checks_the_baseline_first
     let (dir, path) = fake_gpu_node("regression");
     std::fs::write(dir.join("base.json"), "good").unwrap();
     std::fs::write(dir.join("broken.json"), "bad").unwrap();
-    let gate = |args: &[&str]| {
+    let gate_rc = |args: &[&str], suite_rc: &str| {
         let _ = std::fs::remove_file(dir.join("log"));
         let o = Command::new(Path::new(ROOT).join("ci/gpu-regression"))
             .args(args)
             .current_dir(&dir)
             .env("PATH", &path)
+            .env("FAKE_RC", suite_rc)
             .env("GINBENCH_BIN", "bin") // relative: from where the script starts
             .output()
             .unwrap();
         (o, std::fs::read_to_string(dir.join("log")).unwrap_or_default())
     };
+    let gate = |args: &[&str]| gate_rc(args, "");
     // Compare flags without OUTDIR: the default folder, and the flags go to compare.
     let (o, log) = gate(&["base.json", "--threshold", "5%"]);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
@@ -156,10 +162,32 @@ fn gpu_regression_takes_paths_from_where_it_starts_and_checks_the_baseline_first
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("the baseline or the compare flags are unusable"));
     assert!(!log.contains("alltoall_perf") && !dir.join("never").exists(), "{log}");
-    // ... and so do compare flags that compare refuses.
-    let (o, log) = gate(&["base.json", "never", "--threshold", "foo"]);
+    // ... and so do compare flags that compare refuses, the outputs the script names itself, and
+    // a baseline the suite would overwrite (whose run would then pass against itself).
+    for args in [
+        &["base.json", "never", "--threshold", "foo"][..],
+        &["base.json", "never", "--json", "mine.json"],
+        &["base.json", "never", "--junit=mine.xml"],
+    ] {
+        let (o, log) = gate(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(!log.contains("alltoall_perf") && !dir.join("never").exists(), "{args:?}: {log}");
+        assert!(!dir.join("mine.json").exists() && !dir.join("mine.xml").exists(), "{args:?}");
+    }
+    std::fs::copy(dir.join("base.json"), dir.join("out/candidate.json")).unwrap();
+    let (o, log) = gate(&["out/candidate.json", "out"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(!log.contains("alltoall_perf") && !dir.join("never").exists(), "{log}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("the baseline is OUTDIR/candidate.json"));
+    assert!(!log.contains("alltoall_perf"), "{log}");
+    // A failed suite exits with its code; the earlier verdict is gone, and the comparison runs
+    // (against a candidate that ended in error, or none), so the new one fails.
+    std::fs::write(dir.join("out/junit.xml"), "an earlier PASS").unwrap();
+    let (o, log) = gate_rc(&["base.json", "out"], "7");
+    assert_eq!(o.status.code(), Some(7));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("the suite failed (exit 7)"));
+    let lines: Vec<&str> = log.lines().collect();
+    assert!(lines.len() == 3 && lines[2].starts_with("ginbench compare "), "{log}");
+    assert!(!dir.join("out/junit.xml").exists() && !dir.join("out/candidate.json").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -164,11 +164,24 @@ pub struct Env {
 }
 
 impl Env {
+    /// Ranks that share their GPU with another rank (same host and bus id): they take turns on
+    /// it, so their rows check correctness but their times mean nothing.
+    pub fn ranks_sharing_a_gpu(&self) -> usize {
+        let mut per_gpu = std::collections::HashMap::new();
+        for g in self.gpus.iter().filter(|g| !g.pci_bus_id.is_empty()) {
+            *per_gpu.entry((&g.host, &g.pci_bus_id)).or_insert(0usize) += 1;
+        }
+        per_gpu.values().filter(|&&n| n > 1).sum()
+    }
+
     /// The GPUs by model, in order of first appearance: "4× NVIDIA H200", or "3× NVIDIA H200 +
-    /// 1× NVIDIA H100" where they differ (every GPU counts, not only the first).
+    /// 1× NVIDIA H100" where they differ (every GPU counts, not only the first). Each GPU once:
+    /// ranks that share one (virtual nodes on a smaller host) count it once; a file without bus
+    /// ids counts every rank's.
     pub fn gpu_summary(&self) -> String {
         let mut models: Vec<(&str, usize)> = vec![];
-        for g in &self.gpus {
+        let mut seen = std::collections::HashSet::new();
+        for g in self.gpus.iter().filter(|g| g.pci_bus_id.is_empty() || seen.insert((&g.host, &g.pci_bus_id))) {
             match models.iter_mut().find(|(m, _)| *m == g.name) {
                 Some((_, n)) => *n += 1,
                 None => models.push((&g.name, 1)),

@@ -196,6 +196,9 @@ fn junit_carries_environment_differences_and_no_control_characters() {
     let x = compare::to_junit(&compare::compare(&b, &c, 0.05).unwrap());
     assert!(x.contains("<property name=\"environment differs\" value=\"NCCL library: 0 -&gt; 23203\" />"), "{x}");
     assert!(x.contains("nvl\\u{1}\\u{1b}[31m") && !x.chars().any(|ch| ch.is_control() && ch != '\n'), "{x}");
+    // Nor the noncharacters XML 1.0 leaves out of its character set.
+    let refused = compare::refused_junit("impl nvl\u{fffe}\u{ffff}: bad");
+    assert!(refused.contains("nvl\\u{fffe}\\u{ffff}") && !refused.contains(['\u{fffe}', '\u{ffff}']), "{refused}");
 }
 
 #[test]
@@ -383,6 +386,29 @@ fn every_gpu_counts_in_the_environment() {
     assert_eq!(o.env_differences, ["GPUs: 4× NVIDIA H200 -> 1× NVIDIA H200 + 3× NVIDIA H100"]);
 }
 
+/// Ranks of virtual nodes on a smaller host take turns on their GPU: such a run is checked, but
+/// its times are not the operation's, and the gate refuses it on either side. Its GPUs are
+/// counted once each.
+#[test]
+fn a_run_whose_ranks_shared_gpus_is_not_gated() {
+    let gpu = |host: &str, bus: &str| Gpu {
+        name: "NVIDIA H200".into(),
+        host: host.into(),
+        pci_bus_id: bus.into(),
+        ..Default::default()
+    };
+    let mut own = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0)]);
+    own.env.gpus = vec![gpu("h", "a"), gpu("h", "b"), gpu("h", "c"), gpu("h", "d")];
+    let mut shared = own.clone();
+    shared.env.gpus = vec![gpu("h", "a"), gpu("h", "b"), gpu("h", "a"), gpu("h", "b")];
+    assert_eq!(shared.env.gpu_summary(), "2× NVIDIA H200");
+    assert!(compare::compare(&own, &own, 0.05).unwrap().passed);
+    for (b, c, which) in [(&own, &shared, "candidate"), (&shared, &own, "baseline")] {
+        let e = compare::compare(b, c, 0.05).unwrap_err();
+        assert!(e.starts_with(&format!("{which}: 4 of 4 ranks shared a GPU, so its times mean nothing")), "{e}");
+    }
+}
+
 #[test]
 fn the_variables_nccl_reads_and_the_cuda_version_are_environment_differences() {
     let vars = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
@@ -401,9 +427,20 @@ fn the_variables_nccl_reads_and_the_cuda_version_are_environment_differences() {
         ("NCCL_NET_PLUGIN", "/home/b/libnccl-net-ginbench.so"),
         ("GINBENCH_BIN", "b"),
         ("FI_EFA_USE_DEVICE_RDMA", "1"),
+        ("OFI_NCCL_DISABLE_GDR_REQUIRED_CHECK", "1"),
+        ("GINBENCH_LOOPBACK_CHAOS", "3"),
     ]);
     let o = compare::compare(&b, &c, 0.05).unwrap();
-    assert_eq!(o.env_differences, ["CUDA: 13.0 -> 13.1", "FI_EFA_USE_DEVICE_RDMA: - -> 1", "NCCL_PROTO: Simple -> -"]);
+    assert_eq!(
+        o.env_differences,
+        [
+            "CUDA: 13.0 -> 13.1",
+            "FI_EFA_USE_DEVICE_RDMA: - -> 1",
+            "GINBENCH_LOOPBACK_CHAOS: - -> 3",
+            "NCCL_PROTO: Simple -> -",
+            "OFI_NCCL_DISABLE_GDR_REQUIRED_CHECK: - -> 1"
+        ]
+    );
     assert!(o.passed, "flagged, not refused");
     // Threads of one process against a process per rank.
     let (mut threads, mut mpi) = (b.clone(), b.clone());

@@ -162,6 +162,12 @@ fn impossible_interference_values_are_bad_input() {
         ("background.alone_us", Box::new(|r| r.background.as_mut().unwrap().alone_us = Some(0.0))),
         // Rows interference_perf would not write.
         ("time_us", Box::new(|r| r.time_us = r.alone_us)),
+        (
+            "no together_us",
+            Box::new(|r| {
+                (r.together_us, r.slowdown, r.time_us) = (None, None, r.alone_us);
+            }),
+        ),
         ("background.wrong", Box::new(|r| r.background.as_mut().unwrap().wrong = Some(7))),
         (
             "background.busbw_together_gbps",

@@ -409,6 +409,19 @@ fn a_run_that_ended_in_error_is_flagged() {
     assert!(md.contains("WARNING: cut ended in error (timeout: no progress for 20 s)"), "{md}");
 }
 
+/// A run whose ranks took turns on shared GPUs is flagged: its times are not the operation's.
+#[test]
+fn a_run_whose_ranks_shared_gpus_is_flagged() {
+    let mut r = run("NVIDIA H200", GinKind::Gdaki, 1.0);
+    let gpu = |bus: &str| ginbench::results::Gpu { host: "h".into(), pci_bus_id: bus.into(), ..Default::default() };
+    r.env.gpus = vec![gpu("a"), gpu("b"), gpu("a"), gpu("b")];
+    let md = report_md("shared", &[Labeled { label: "vn".into(), run: r.clone() }]);
+    assert!(md.contains("WARNING: vn is a run whose 4 of 4 ranks shared a GPU, so its times mean nothing."), "{md}");
+    r.env.gpus[2].pci_bus_id = "c".into();
+    r.env.gpus[3].pci_bus_id = "d".into();
+    assert!(!report_md("own", &[Labeled { label: "vn".into(), run: r }]).contains("shared a GPU"));
+}
+
 #[test]
 fn a_ceiling_report_ranks_no_patterns_and_names_its_ctas() {
     // `ginbench ceiling` loads no NCCL, and its patterns move different bytes: no best-impl table.

@@ -236,7 +236,7 @@ impl Output {
         if let Some(w) = cpu_warning(&e.gpus, per_process) {
             s += &w;
         }
-        if let Some(w) = shared_gpu_note(&e.gpus) {
+        if let Some(w) = shared_gpu_note(e) {
             s += &w;
         }
         s += "#\n# Using devices\n";
@@ -325,17 +325,13 @@ fn cpu_warning(gpus: &[crate::results::Gpu], per_process: usize) -> Option<Strin
 
 /// A note when ranks share a GPU (virtual nodes on a smaller host: harness::ranks): they take
 /// turns on it, so the rows check correctness but their times mean nothing.
-fn shared_gpu_note(gpus: &[crate::results::Gpu]) -> Option<String> {
-    let mut per_gpu = std::collections::HashMap::new();
-    for g in gpus {
-        *per_gpu.entry((&g.host, &g.pci_bus_id)).or_insert(0usize) += 1;
-    }
-    let sharing: usize = per_gpu.values().filter(|&&n| n > 1).sum();
+fn shared_gpu_note(env: &Env) -> Option<String> {
+    let sharing = env.ranks_sharing_a_gpu();
     (sharing > 0).then(|| {
         format!(
             "# note: {sharing} of {} ranks share a GPU with ranks of other nodes: rows are checked, but those ranks take \
              turns on their GPU, so times and bandwidths mean nothing\n",
-            gpus.len()
+            env.gpus.len()
         )
     })
 }
@@ -393,11 +389,13 @@ mod tests {
             pci_bus_id: bus.into(),
             ..Default::default()
         };
-        let four = [g(0, "h", "a"), g(1, "h", "b"), g(2, "h", "a"), g(3, "h", "b")];
+        let env = |gpus: Vec<crate::results::Gpu>| Env { gpus, ..Default::default() };
+        let four = env(vec![g(0, "h", "a"), g(1, "h", "b"), g(2, "h", "a"), g(3, "h", "b")]);
         let n = shared_gpu_note(&four).expect("two ranks on each GPU");
         assert!(n.starts_with("# note: 4 of 4 ranks share a GPU"), "{n}");
-        assert!(shared_gpu_note(&[g(0, "h", "a"), g(1, "h", "b")]).is_none());
-        assert!(shared_gpu_note(&[g(0, "h", "a"), g(1, "i", "a")]).is_none(), "same bus id on two hosts");
+        assert!(shared_gpu_note(&env(vec![g(0, "h", "a"), g(1, "h", "b")])).is_none());
+        assert!(shared_gpu_note(&env(vec![g(0, "h", "a"), g(1, "i", "a")])).is_none(), "same bus id on two hosts");
+        assert!(shared_gpu_note(&env(vec![g(0, "h", ""), g(1, "h", "")])).is_none(), "no bus id recorded");
     }
 
     /// alltoall_perf's Output with its default flags: `print` is rank 0's; with no rows out of

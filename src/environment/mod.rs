@@ -70,15 +70,12 @@ pub fn gin_with_hint(mut gin: Gin, net: &Network) -> Gin {
     gin
 }
 
-/// The variables that change NCCL's and libfabric's behaviour, recorded with every run.
+/// The variables that change NCCL's, libfabric's, aws-ofi-nccl's and ginbench's behaviour,
+/// recorded with every run.
 pub fn vars() -> BTreeMap<String, String> {
     std::env::vars()
         .filter(|(k, _)| {
-            k.starts_with("NCCL_")
-                || k.starts_with("FI_")
-                || k.starts_with("GINBENCH_")
-                || k == "CUDA_VISIBLE_DEVICES"
-                || k == "OFI_NCCL_PROTOCOL"
+            ["NCCL_", "FI_", "OFI_", "GINBENCH_"].iter().any(|p| k.starts_with(p)) || k == "CUDA_VISIBLE_DEVICES"
         })
         .collect()
 }

@@ -229,6 +229,15 @@ pub fn check_values(run: &Run) -> Result<(), String> {
                 return bad("time_us", t, "an interference row's time_us is its together_us");
             }
         }
+        // A row whose background ran is timed together with it: without that time its
+        // time_us is the foreground alone, which no regression of the pair would move.
+        if r.status == Status::Ok && r.together_us.is_none() && bg.is_some_and(|b| b.op != "none") {
+            return Err(format!(
+                "row '{}' (cycle {}): its background ran, and it has no together_us",
+                key(run.benchmark, r),
+                r.cycle
+            ));
+        }
         if let Some(w) = bg.and_then(|b| b.wrong).filter(|&w| w > r.wrong.unwrap_or(0)) {
             return bad("background.wrong", w as f64, "the row's wrong count includes the background's");
         }
@@ -520,6 +529,13 @@ fn build_mismatch(a: &Run, b: &Run) -> Option<String> {
         .then(|| format!("build profile differs ({x} -> {y}): a debug build's launch-bound times can read high"))
 }
 
+/// A run whose ranks took turns on shared GPUs (virtual nodes on a smaller host): checked, but
+/// its times are not the operation's.
+pub fn shared_gpus(run: &Run) -> Option<String> {
+    let n = run.env.ranks_sharing_a_gpu();
+    (n > 0).then(|| format!("{n} of {} ranks shared a GPU, so its times mean nothing", run.env.gpus.len()))
+}
+
 /// Why two runs must never be set against each other as like for like: the gate refuses them
 /// (the report warns beside a loopback mismatch, and beside a debug build by a rule of its own).
 pub fn mismatches(a: &Run, b: &Run) -> Vec<String> {
@@ -527,9 +543,11 @@ pub fn mismatches(a: &Run, b: &Run) -> Vec<String> {
 }
 
 /// What differs between the two environments, in the fields that explain performance: the
-/// software and hardware, how ranks were launched, and the variables NCCL and libfabric read
-/// (`NCCL_NET_PLUGIN` by its file name: where a build lives is not a setting; not `NCCL_VERSION`,
-/// a container's label: the library's version is compared itself).
+/// software and hardware, how ranks were launched, and the variables NCCL, libfabric,
+/// aws-ofi-nccl and ginbench read
+/// (`NCCL_NET_PLUGIN` by its file name: where a build lives is not a setting, nor is
+/// `GINBENCH_BIN`, where the scripts find the binaries; not `NCCL_VERSION`, a container's label:
+/// the library's version is compared itself).
 pub fn env_differences(a: &Run, b: &Run) -> Vec<String> {
     let fields: [(&str, String, String); 9] = [
         ("NCCL library", a.env.nccl.library.to_string(), b.env.nccl.library.to_string()),
@@ -561,7 +579,8 @@ pub fn env_differences(a: &Run, b: &Run) -> Vec<String> {
     };
     let names: BTreeSet<&String> = a.env.vars.keys().chain(b.env.vars.keys()).collect();
     for k in names {
-        let tuned = ["NCCL_", "FI_", "OFI_"].iter().any(|p| k.starts_with(p)) && k != "NCCL_VERSION";
+        let tuned = ["NCCL_", "FI_", "OFI_", "GINBENCH_"].iter().any(|p| k.starts_with(p))
+            && !["NCCL_VERSION", "GINBENCH_BIN"].contains(&k.as_str());
         let (x, y) = (read(a, k), read(b, k));
         if tuned && x != y {
             d.push(format!("{k}: {x} -> {y}"));
@@ -576,6 +595,11 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
     }
     check_values(base).map_err(|e| format!("baseline: {e}"))?;
     check_values(cand).map_err(|e| format!("candidate: {e}"))?;
+    for (which, run) in [("baseline", base), ("candidate", cand)] {
+        if let Some(w) = shared_gpus(run) {
+            return Err(format!("{which}: {w}: there is nothing to gate on"));
+        }
+    }
     let why = mismatches(base, cand);
     if !why.is_empty() {
         return Err(format!("{}: refusing to gate one against the other", why.join("; ")));
@@ -876,8 +900,8 @@ fn junit_head(tests: usize, failures: usize, skipped: usize) -> String {
 }
 const JUNIT_TAIL: &str = "  </testsuite>\n</testsuites>\n";
 
-/// Text as an XML attribute or element: markup escaped, and control characters (which XML 1.0
-/// cannot carry at all) shown as `\u{..}`.
+/// Text as an XML attribute or element: markup escaped, and characters XML 1.0 cannot carry at
+/// all (control characters, U+FFFE, U+FFFF) shown as `\u{..}`.
 fn xml(s: &str) -> String {
     s.chars()
         .map(|c| match c {
@@ -885,7 +909,8 @@ fn xml(s: &str) -> String {
             '<' => "&lt;".into(),
             '>' => "&gt;".into(),
             '"' => "&quot;".into(),
-            c if crate::console::hidden(c) => c.escape_unicode().to_string(),
+            // Nor the two noncharacters U+FFFE and U+FFFF.
+            c if crate::console::hidden(c) || matches!(c, '\u{FFFE}' | '\u{FFFF}') => c.escape_unicode().to_string(),
             c => c.to_string(),
         })
         .collect()

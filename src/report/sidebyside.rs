@@ -210,6 +210,9 @@ fn preamble(runs: &[Labeled], intro: String) -> Vec<Block> {
                 crate::console::one_line(e)
             )));
         }
+        if let Some(w) = super::compare::shared_gpus(&l.run) {
+            doc.push(Block::Text(format!("WARNING: {} is a run whose {w}.", l.label)));
+        }
         let wrong = l.run.rows.iter().filter(|r| r.is_wrong()).count();
         if wrong > 0 {
             doc.push(Block::Text(format!(

@@ -584,17 +584,36 @@ fn exit_codes_of_the_command() {
     let outputs = ["--junit", junit.to_str().unwrap(), "--json", json.to_str().unwrap()];
     assert_eq!(out(&[&base, &same], &outputs).status.code(), Some(0));
     assert!(std::fs::read_to_string(&json).unwrap().contains("\"passed\": true"));
-    for refused in [&outputs[..], &[&outputs[..], &["--threshold", "x"]].concat()] {
+    let no_folder = dir.join("absent/gate.xml");
+    let json_inline = format!("--json={}", json.display());
+    let cases: [(Vec<&str>, &std::path::Path, bool); 5] = [
+        (outputs.to_vec(), &junk, false),
+        ([&outputs[..], &["--threshold", "x"]].concat(), &same, false),
+        // A flag clap refuses, written as --json=FILE too.
+        (vec!["--junit", junit.to_str().unwrap(), &json_inline, "--thresold", "5"], &same, false),
+        // One output that cannot be written: the other still gets the refusal.
+        (vec!["--junit", no_folder.to_str().unwrap(), "--json", json.to_str().unwrap()], &slow, false),
+        // The verdict cannot be shown (stdout is full): the outputs must not say it passed.
+        (outputs.to_vec(), &same, true),
+    ];
+    for (refused, target, stdout_full) in &cases {
         // Each refusal replaces a PASS written just before it.
         assert_eq!(out(&[&base, &same], &outputs).status.code(), Some(0));
-        let target = if refused.len() > 4 { &same } else { &junk };
-        assert_eq!(out(&[&base, target], refused).status.code(), Some(2));
+        let mut c = Command::new(gb);
+        c.arg("compare").args([&base, *target]).args(refused);
+        if *stdout_full {
+            c.stdout(std::fs::File::create("/dev/full").unwrap());
+        }
+        assert_eq!(c.output().unwrap().status.code(), Some(2), "{refused:?}");
         let verdict: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-        assert_eq!(verdict["passed"], false);
+        assert_eq!(verdict["passed"], false, "{refused:?}");
         assert!(verdict["refused"].as_str().is_some_and(|r| !r.is_empty()), "{verdict}");
-        let xml = std::fs::read_to_string(&junit).unwrap();
-        assert!(xml.contains("failures=\"1\"") && xml.contains("<failure message=\"refused: "), "{xml}");
+        if refused.contains(&junit.to_str().unwrap()) {
+            let xml = std::fs::read_to_string(&junit).unwrap();
+            assert!(xml.contains("failures=\"1\"") && xml.contains("<failure message=\"refused: "), "{xml}");
+        }
     }
+    assert!(!no_folder.exists());
     for bad in [
         out(&[&base, &junk], &[]),
         out(&[&base, &dir.join("absent.json")], &[]),

@@ -150,8 +150,45 @@ fn bad(msg: String) -> i32 {
     2
 }
 
+/// A refused comparison replaces the outputs too, so CI never reads an earlier verdict there:
+/// each of `--json` / `--junit` that names no input file gets the refusal (as far as it can be
+/// written: the refusal itself is the exit code and the line on stderr).
+fn refuse_into(json_out: Option<&Path>, junit: Option<&Path>, inputs: &[&Path], msg: &str) {
+    for (path, text) in [(json_out, compare::refused_json(msg)), (junit, compare::refused_junit(msg))] {
+        if let Some(p) = path.filter(|p| !inputs.iter().any(|i| ginbench::report::same_file(p, i))) {
+            let _ = write_atomic(p, text.as_bytes());
+        }
+    }
+}
+
+/// A `compare` command line clap refused: its `--json` / `--junit` as written, and the other
+/// words that may name inputs, for [`refuse_into`].
+fn compare_outputs_of(args: &[std::ffi::OsString]) -> (Option<PathBuf>, Option<PathBuf>, Vec<PathBuf>) {
+    let (mut json_out, mut junit, mut others) = (None, None, vec![]);
+    let mut words = args.iter();
+    while let Some(w) = words.next() {
+        let text = w.to_str().unwrap_or_default();
+        let (flag, inline) = text.split_once('=').map_or((text, None), |(f, v)| (f, Some(PathBuf::from(v))));
+        let slot = match flag {
+            "--json" => &mut json_out,
+            "--junit" => &mut junit,
+            _ => {
+                others.push(PathBuf::from(w));
+                continue;
+            }
+        };
+        *slot = inline.or_else(|| words.next().map(PathBuf::from));
+    }
+    (json_out, junit, others)
+}
+
 fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path>, junit: Option<&Path>) -> i32 {
-    // The outputs are checked before anything is read, so a verdict is never lost to a bad path.
+    let refuse = |msg: String| -> i32 {
+        refuse_into(json_out, junit, &[base, cand], &msg);
+        bad(msg)
+    };
+    // The outputs are checked before anything is read, so a verdict is never lost to a bad path
+    // (a refusal still reaches whichever output can take it).
     let check = || -> Result<(), Error> {
         use ginbench::driver::cli::{check_distinct, check_writable};
         for (p, flag) in [(json_out, "--json"), (junit, "--junit")] {
@@ -168,7 +205,7 @@ fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path
         Ok(())
     };
     if let Err(e) = check() {
-        return bad(e.to_string());
+        return refuse(e.to_string());
     }
     let write = |json: String, xml: String| -> Result<(), String> {
         for (path, text) in [(json_out, json), (junit, xml)] {
@@ -177,11 +214,6 @@ fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path
             }
         }
         Ok(())
-    };
-    // A refused comparison replaces the outputs too: CI must not read an earlier verdict there.
-    let refuse = |msg: String| -> i32 {
-        let _ = write(compare::refused_json(&msg), compare::refused_junit(&msg));
-        bad(msg)
     };
     let threshold = match compare::parse_threshold(threshold) {
         Ok(t) => t,
@@ -199,10 +231,11 @@ fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path
         Err(e) => return refuse(e),
     };
     if let Err(e) = write(compare::to_json(&outcome), compare::to_junit(&outcome)) {
-        return bad(e);
+        return refuse(e);
     }
+    // The verdict shown where it was asked for, or the outputs say the run was refused too.
     if let Err(e) = console::out(&compare::render_text(&outcome)) {
-        return bad(e.to_string());
+        return refuse(e.to_string());
     }
     if outcome.passed {
         0
@@ -324,7 +357,14 @@ fn main() {
             .and_then(|s| s.into_string().ok())
             .filter(|s| <Cli as clap::CommandFactory>::command().find_subcommand(s).is_some())
             .map_or("ginbench --help".to_string(), |s| format!("ginbench {s} --help"));
-        console::err(&format!("{PROG}: error: {} (fix: see {help})\n", ginbench::error::clap_one_line(&e)));
+        let line = format!("{} (fix: see {help})", ginbench::error::clap_one_line(&e));
+        let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+        if args.first().is_some_and(|a| a == "compare") {
+            let (json_out, junit, others) = compare_outputs_of(&args[1..]);
+            let others: Vec<&Path> = others.iter().map(PathBuf::as_path).collect();
+            refuse_into(json_out.as_deref(), junit.as_deref(), &others, &line);
+        }
+        console::err(&format!("{PROG}: error: {line}\n"));
         std::process::exit(bad_input_exit())
     });
     match cli.cmd {

@@ -497,7 +497,7 @@ fn config_json(c: &Config) -> serde_json::Value {
         "hidden": c.shape.hidden,
         "topk": c.shape.topk,
         "experts": c.shape.experts,
-        "tokens": c.tokens,
+        "tokens": c.tokens.iter().map(|(m, t)| (m.as_str(), t)).collect::<std::collections::BTreeMap<_, _>>(),
         "dispatch_dtypes": c.payloads.iter().map(|p| p.name()).collect::<Vec<_>>(),
         "routing": c.gen.name(),
         "masked": c.masked,

@@ -52,7 +52,8 @@ pub struct Args {
     /// Minimum tokens per rank (default: 128 LL, 4096 HT; a K suffix is 1024 tokens)
     #[arg(short = 'b', long = "mintokens")]
     pub min_tokens: Option<String>,
-    /// Maximum tokens per rank (default: -b)
+    /// Maximum tokens per rank (default: -b; given alone, -b defaults to the smaller of it and
+    /// the mode's default)
     #[arg(short = 'e', long = "maxtokens")]
     pub max_tokens: Option<String>,
     /// Additive token step, used when -f is 1
@@ -89,8 +90,8 @@ pub struct Config {
     pub modes: Vec<Mode>,
     pub preset: String,
     pub shape: Shape,
-    /// Tokens per rank per mode; None: the mode's default.
-    pub tokens: Option<Vec<usize>>,
+    /// Tokens per rank swept in each mode of `modes`.
+    pub tokens: Vec<(Mode, Vec<usize>)>,
     pub payloads: Vec<Payload>,
     pub gen: Generator,
     pub masked: usize,
@@ -109,14 +110,22 @@ impl Config {
         let modes = list(&a.mode, "mode", Mode::parse)?;
         let shape = shape::resolve(&a.preset, a.hidden, a.topk, a.experts)?;
         let step = sizes::parse_tokens(&a.step)?;
-        let min = a.min_tokens.as_deref().or(a.max_tokens.as_deref()).map(sizes::parse_tokens).transpose()?;
-        let max = a.max_tokens.as_deref().map(sizes::parse_tokens).transpose()?.or(min);
+        let min = a.min_tokens.as_deref().map(sizes::parse_tokens).transpose()?;
+        let max = a.max_tokens.as_deref().map(sizes::parse_tokens).transpose()?;
         for t in min.into_iter().chain(max) {
             shape::check_tokens(t, "e.g. -b 1 -e 256")?;
         }
-        // The step is checked even when the sweep has one point, so `-f 0` is never accepted.
-        let sweep = sizes::sweep(min.unwrap_or(1), max.unwrap_or(1), a.stepfactor, step, "-i 1")?;
-        let tokens = min.map(|_| sweep.into_iter().map(|t| t as usize).collect::<Vec<_>>());
+        // As nccl-tests' -b / -e: an absent -b is the mode's default (or -e, where that is
+        // smaller), an absent -e is -b. The step is checked even for one point: `-f 0` never runs.
+        let tokens = modes
+            .iter()
+            .map(|&m| {
+                let default = m.default_tokens() as u64;
+                let b = min.unwrap_or_else(|| max.map_or(default, |e| e.min(default)));
+                let sweep = sizes::sweep(b, max.unwrap_or(b), a.stepfactor, step, "-i 1")?;
+                Ok((m, sweep.into_iter().map(|t| t as usize).collect()))
+            })
+            .collect::<Result<Vec<_>>>()?;
         let payloads = list(&a.datatype, "datatype", Payload::parse)?;
         let gen = Generator::parse(&a.routing)?;
         gen.validate(shape.experts, shape.topk)?;
@@ -167,7 +176,7 @@ impl Config {
 
     /// Tokens per rank swept in `mode`.
     pub fn tokens_for(&self, mode: Mode) -> Vec<usize> {
-        self.tokens.clone().unwrap_or_else(|| vec![mode.default_tokens()])
+        self.tokens.iter().find(|(m, _)| *m == mode).map(|(_, t)| t.clone()).unwrap_or_default()
     }
 
     pub fn routing(&self, ranks: usize) -> RoutingSpec {
@@ -213,7 +222,13 @@ mod tests {
         assert_eq!(c.tokens_for(Mode::Ht), vec![1, 2, 4, 8, 16, 32, 64, 128, 256]);
         assert_eq!(c.payloads, vec![Payload::Bf16, Payload::Fp8]);
         assert_eq!(c.impls.len(), registry::IMPLS.len());
-        assert_eq!(cfg(&["-e", "512"]).unwrap().tokens, Some(vec![512]));
+        // As nccl-tests: -e alone sweeps from -b's default (or from -e, where that is smaller).
+        let c = cfg(&["-e", "512"]).unwrap();
+        assert_eq!((c.tokens_for(Mode::Ll), c.tokens_for(Mode::Ht)), (vec![128, 256, 512], vec![512]));
+        let c = cfg(&["-b", "1024"]).unwrap();
+        assert_eq!((c.tokens_for(Mode::Ll), c.tokens_for(Mode::Ht)), (vec![1024], vec![1024]));
+        assert!(cfg(&["--mode", "ll", "-e", "1024", "--profile-size", "256"]).is_ok(), "256 is swept");
+        assert_eq!(cfg(&["-b", "64", "-e", "32"]).unwrap_err().msg, "-b 64 is larger than -e 32");
     }
 
     #[test]

@@ -100,7 +100,7 @@ fn render_table(run: &Run, style: table::Style) -> String {
         s += &pair.iter().filter_map(table::reason).collect::<String>();
     }
     let sum = run.summary.clone().unwrap();
-    s + &table::footer(sum.rows_wrong, sum.avg_busbw_gbps)
+    s + &table::footer(sum.rows_wrong, Some(sum.avg_busbw_gbps))
 }
 
 #[test]

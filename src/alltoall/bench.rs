@@ -52,8 +52,8 @@ impl Benchmark for Config {
         run_rank(self, ctx, out)
     }
 
-    fn footer(&self, s: &Summary) -> String {
-        table::footer(s.rows_wrong, s.avg_busbw_gbps)
+    fn footer(s: &Summary) -> String {
+        table::footer(s.rows_wrong, Some(s.avg_busbw_gbps))
     }
 }
 

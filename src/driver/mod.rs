@@ -50,8 +50,11 @@ pub trait Benchmark: Send + Sync + Sized + 'static {
     }
     /// Every cycle (`-N`) of the sweep on one rank: measurements go to `out`.
     fn sweep(&self, ctx: &RankCtx, out: &mut Output) -> Result<()>;
-    /// The closing lines of the table.
-    fn footer(&self, summary: &Summary) -> String;
+    /// The closing lines of each impl's table, over its rows (nccl-tests' footer: wrong rows;
+    /// `alltoall_perf` adds the mean bus bandwidth).
+    fn footer(summary: &Summary) -> String {
+        crate::report::table::footer(summary.rows_wrong, None)
+    }
 }
 
 /// The command-line items of a [`Benchmark`] impl whose `Args` (`$args`) flatten the shared flags
@@ -141,7 +144,7 @@ fn run_rank<B: Benchmark>(bench: &B, boot: &dyn Bootstrap, device: usize) -> Res
         Ok(()) => Exit::Ok,
         Err(e) => e.exit,
     };
-    out.finish(result.as_ref().err(), |s| bench.footer(s))?;
+    out.finish(result.as_ref().err())?;
     gpu.stream.synchronize()?;
     result.map(|_| exit)
 }

@@ -24,6 +24,10 @@ pub struct Output {
     reasons_shown: HashSet<String>,
     /// Rows under measurement ([`Output::measuring`]), recorded `failed` if the run ends first.
     pending: Vec<Row>,
+    /// Where the current table section's rows start in `rows` (None before the first).
+    section_start: Option<usize>,
+    /// The benchmark's footer, shown under each section.
+    footer: fn(&Summary) -> String,
     /// A progress line on stderr: rank 0, a terminal, not under CI, stdout not JSON.
     progress: bool,
     to: Destination,
@@ -159,6 +163,8 @@ impl Output {
             cycle: 0,
             reasons_shown: Default::default(),
             pending: vec![],
+            section_start: None,
+            footer: B::footer,
             progress: show_progress(
                 print,
                 json_stdout,
@@ -246,8 +252,11 @@ impl Output {
         self.emit(&s);
     }
 
-    /// A new table section: its title line and column header; skip reasons are shown anew.
+    /// A new table section: the last one's footer, then its title line and column header; skip
+    /// reasons are shown anew.
     pub fn section(&mut self, title: &str, header: &str) {
+        self.close_section();
+        self.section_start = Some(self.rows.len());
         self.reasons_shown.clear();
         self.emit(&format!("#\n# {title}\n"));
         self.emit(header);
@@ -278,12 +287,21 @@ impl Output {
         self.rows.extend(rows);
     }
 
+    /// The footer of the section under way ([`section_footer`]).
+    fn close_section(&mut self) {
+        if let Some(start) = self.section_start.take() {
+            if let Some(f) = section_footer(&self.rows[start..], self.footer) {
+                self.emit(&f);
+            }
+        }
+    }
+
     pub fn wrong_rows(&self) -> u64 {
         self.rows.iter().filter(|r| r.is_wrong()).count() as u64
     }
 
-    /// The footer, then the results files (rank 0).
-    pub fn finish(&mut self, error: Option<&Error>, footer: impl Fn(&Summary) -> String) -> Result<()> {
+    /// The last section's footer, then the results files (rank 0).
+    pub fn finish(&mut self, error: Option<&Error>) -> Result<()> {
         if !self.print {
             return Ok(());
         }
@@ -292,14 +310,20 @@ impl Output {
             let pending = std::mem::take(&mut self.pending);
             self.rows.extend(failed(pending, &e.to_string()));
         }
+        self.close_section();
         let summary = Summary::of(&self.rows);
-        self.emit(&footer(&summary));
         let rows = std::mem::take(&mut self.rows);
         for line in self.to.write(&mut self.run, rows, summary, error.map(|e| e.to_string()))? {
             self.emit(&line);
         }
         Ok(())
     }
+}
+
+/// A section's footer over its own rows, as nccl-tests' is over its run's (a blend of every
+/// impl's bandwidths would be no one's); none where nothing in it ran.
+fn section_footer(rows: &[Row], footer: fn(&Summary) -> String) -> Option<String> {
+    rows.iter().any(|r| r.status == Status::Ok).then(|| footer(&Summary::of(rows)))
 }
 
 /// CPUs each rank should have: its own thread, NCCL's proxy thread and, with GIN, NCCL's GIN
@@ -416,7 +440,7 @@ mod tests {
         out.rows(None, vec![wrong_row(Some(1)), wrong_row(None)]);
         // The exit code's WrongData counts rows, not elements.
         assert_eq!(out.wrong_rows(), 2);
-        out.finish(Some(&Error::internal("timed out")), |_| String::new()).unwrap();
+        out.finish(Some(&Error::internal("timed out"))).unwrap();
         let run = &out.run;
         assert_eq!(run.rows.len(), 4);
         assert_eq!(run.summary.as_ref().map(|s| s.rows_wrong), Some(2));
@@ -432,7 +456,7 @@ mod tests {
         out.measuring("nvl 64 B", &[], vec![key(crate::results::Placement::OutOfPlace)]);
         out.rows(None, vec![]);
         out.measuring("nvl 64 B in place", std::slice::from_ref(&done), vec![key(crate::results::Placement::InPlace)]);
-        out.finish(Some(&Error::internal("NCCL error")), |_| String::new()).unwrap();
+        out.finish(Some(&Error::internal("NCCL error"))).unwrap();
         let rows = &out.run.rows;
         assert_eq!(rows.len(), 2, "a measurement that ended is not held: {rows:?}");
         assert_eq!((rows[0].status, rows[0].time_us), (Status::Ok, Some(1.0)), "done rows as they were");
@@ -443,10 +467,25 @@ mod tests {
     }
 
     #[test]
+    fn each_section_closes_with_the_footer_of_its_own_rows() {
+        use crate::driver::Benchmark;
+        let footer = <crate::alltoall::cli::Config as Benchmark>::footer;
+        let bw =
+            |impl_name: &str, busbw| Row { impl_name: impl_name.into(), busbw_gbps: Some(busbw), ..Default::default() };
+        let host = [bw("host", 100.0), bw("host", 200.0)];
+        let f = section_footer(&host, footer).unwrap();
+        assert_eq!(f, "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 150 \n#\n");
+        let skipped = Row { status: Status::Skipped, ..Default::default() };
+        assert_eq!(section_footer(&[skipped.clone(), skipped], footer), None, "nothing ran");
+        let ep = <crate::ep::cli::Config as Benchmark>::footer;
+        assert_eq!(section_footer(&host, ep).unwrap(), "# Out of bounds values : 0 OK\n#\n", "no busbw column");
+    }
+
+    #[test]
     fn a_run_ending_well_records_no_failed_row() {
         let mut out = output(true);
         out.measuring("nvl 64 B", &[], vec![Row::default()]);
-        out.finish(None, |_| String::new()).unwrap();
+        out.finish(None).unwrap();
         assert!(out.run.rows.is_empty(), "held rows fail only with an error");
     }
 
@@ -454,7 +493,7 @@ mod tests {
     fn other_ranks_finish_without_results() {
         let mut out = output(false);
         out.rows(None, vec![wrong_row(Some(1))]);
-        out.finish(None, |_| String::new()).unwrap();
+        out.finish(None).unwrap();
         assert!(out.run.summary.is_none() && out.run.finished_at.is_none() && out.run.rows.is_empty());
     }
 

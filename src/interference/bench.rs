@@ -22,7 +22,7 @@ use crate::harness::{self, sizes, stats, watchdog, LoopParams};
 use crate::nccl::config::MAX_CTAS;
 use crate::nccl::{DevMem, Registration};
 use crate::report::table;
-use crate::results::{self, Env, Placement, Row, Status, Summary};
+use crate::results::{self, Env, Placement, Row, Status};
 
 /// Where the JSON's config holds the foreground's GIN request, and what NCCL granted.
 const FG_GIN: &str = "/comms/ep/gin";
@@ -185,10 +185,6 @@ impl Benchmark for Config {
         fg_gpu.stream.synchronize()?;
         bg.gpu.stream.synchronize()?;
         result
-    }
-
-    fn footer(&self, s: &Summary) -> String {
-        format!("# Out of bounds values : {} {}\n#\n", s.rows_wrong, if s.rows_wrong > 0 { "FAILED" } else { "OK" })
     }
 }
 
@@ -836,10 +832,13 @@ mod tests {
 
     #[test]
     fn the_footer_counts_wrong_rows_and_fails_on_any() {
-        let c = cfg("");
-        assert_eq!(c.footer(&Summary { rows_wrong: 0, ..Default::default() }), "# Out of bounds values : 0 OK\n#\n");
+        let footer = <Config as Benchmark>::footer;
         assert_eq!(
-            c.footer(&Summary { rows_wrong: 2, ..Default::default() }),
+            footer(&results::Summary { rows_wrong: 0, ..Default::default() }),
+            "# Out of bounds values : 0 OK\n#\n"
+        );
+        assert_eq!(
+            footer(&results::Summary { rows_wrong: 2, ..Default::default() }),
             "# Out of bounds values : 2 FAILED\n#\n"
         );
     }

@@ -130,14 +130,13 @@ pub fn reason(r: &Row) -> Option<String> {
     (r.status != Status::Ok).then(|| format!("# {}: {}\n", r.status, r.reason.as_deref().unwrap_or("no reason given")))
 }
 
-/// nccl-tests' closing lines: wrong rows and the mean bus bandwidth.
-pub fn footer(wrong_rows: u64, avg_busbw: f64) -> String {
-    format!(
-        "# Out of bounds values : {} {}\n# Avg bus bandwidth    : {} \n#\n",
-        wrong_rows,
-        if wrong_rows > 0 { "FAILED" } else { "OK" },
-        c_g(avg_busbw)
-    )
+/// nccl-tests' closing lines: wrong rows and, where the table has one, the mean bus bandwidth.
+pub fn footer(wrong_rows: u64, avg_busbw: Option<f64>) -> String {
+    let mut s = format!("# Out of bounds values : {} {}\n", wrong_rows, if wrong_rows > 0 { "FAILED" } else { "OK" });
+    if let Some(bw) = avg_busbw {
+        s += &format!("# Avg bus bandwidth    : {} \n", c_g(bw));
+    }
+    s + "#\n"
 }
 
 /// EP table header: one line per tokens-per-rank, dispatch and combine side by side (as

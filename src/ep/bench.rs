@@ -278,14 +278,17 @@ impl State<'_> {
     fn row(&self, at: At, phase: Phase, sms: Option<u32>, m: &Measured) -> Row {
         let extras = [m.logical_bytes as f64, m.sent_bytes as f64, m.wire.nvl as f64, m.wire.net as f64];
         let red = driver::output::reduce(self.boot, self.cfg.common.average, &m.timing, m.wrong, &extras);
-        let bw = red.timed_extras[0] / red.time_us / 1e3;
+        // The bytes and the time of one rank (per -a; with -a 1 the means): `size_bytes` / time
+        // is `algbw` as on every row, DeepEP's logical bytes / time is `bw`.
+        let gbps = |bytes: f64| bytes / red.time_us / 1e3;
+        let sent = red.timed_extras[1].round() as u64;
         Row {
-            size_bytes: red.extras[1].round() as u64,
+            size_bytes: sent,
             time_us: Some(red.time_us),
             p50_us: red.p50_us,
             p99_us: red.p99_us,
-            algbw_gbps: Some(bw),
-            bw_gbps: Some(bw),
+            algbw_gbps: Some(gbps(sent as f64)),
+            bw_gbps: Some(gbps(red.timed_extras[0])),
             wrong: red.wrong,
             status: Status::Ok,
             wire_bytes: Some(metrics::Wire { nvl: red.extras[2].round() as u64, net: red.extras[3].round() as u64 }),

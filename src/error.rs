@@ -1,7 +1,8 @@
 //! One error type for the whole suite; every error maps to a documented process exit code.
 use std::fmt;
 
-/// Process exit codes (README "Exit codes"). The first seven follow nccl-tests' `testResult_t`.
+/// Process exit codes (README "Exit codes"). They follow nccl-tests' `testResult_t`, whose 5
+/// (not implemented) is never returned: what an impl cannot run is a skipped row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(i32)]
 pub enum Exit {
@@ -10,7 +11,6 @@ pub enum Exit {
     Cuda = 2,
     Nccl = 3,
     Timeout = 4,
-    NotImplemented = 5,
     Usage = 6,
     WrongData = 7,
     /// The machine cannot run the benchmark: no GPU or driver, no (matching) NCCL.

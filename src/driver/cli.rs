@@ -14,8 +14,8 @@ pub fn help_footer(text: &str) -> String {
     format!(
         "{text}
 
-Exit codes: 0 ok, 1 internal error, 2 CUDA error, 3 NCCL error, 4 timeout, 5 not implemented,
-6 bad usage, 7 wrong data, 8 environment (no GPU / driver, no matching NCCL, no MPI library)."
+Exit codes: 0 ok, 1 internal error, 2 CUDA error, 3 NCCL error, 4 timeout, 6 bad usage,
+7 wrong data, 8 environment (no GPU / driver, no matching NCCL, no MPI library)."
     )
 }
 

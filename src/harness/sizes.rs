@@ -25,7 +25,7 @@ pub fn parse_tokens(s: &str) -> Result<u64> {
 
 fn parse_count(s: &str, unit: Unit) -> Result<u64> {
     let (what, how) = match unit {
-        Unit::Bytes => ("size", "a whole number of bytes with an optional K, M, G or T suffix, e.g. 8, 64K, 2G"),
+        Unit::Bytes => ("size", "a whole number of bytes with an optional K, M, G or T suffix, e.g. 8, 64K, 2GB"),
         Unit::Tokens => ("token count", "a whole number of tokens per rank with an optional K suffix, e.g. 128, 4K"),
     };
     let t = s.trim();
@@ -34,7 +34,18 @@ fn parse_count(s: &str, unit: Unit) -> Result<u64> {
     if num.is_empty() {
         return Err(Error::usage(format!("invalid {what} '{s}'"), format!("give {how}")));
     }
-    let shift = match suffix.to_ascii_uppercase().as_str() {
+    let mut suffix = suffix.to_ascii_uppercase();
+    // Bytes may be written as 64KB, 64KiB or 8B too (nccl-tests reads only the letter after the
+    // number, so 1MB is 1M there).
+    if unit == Unit::Bytes {
+        for unit_name in ["IB", "B"] {
+            if let Some(prefix) = suffix.strip_suffix(unit_name).filter(|p| unit_name == "B" || !p.is_empty()) {
+                suffix = prefix.to_string();
+                break;
+            }
+        }
+    }
+    let shift = match suffix.as_str() {
         "" => 0,
         "K" => 10,
         "M" => 20,
@@ -134,6 +145,13 @@ mod tests {
         assert_eq!(parse_size("64K").unwrap(), 65536);
         assert_eq!(parse_size("2g").unwrap(), 2 << 30);
         assert_eq!(parse_size("1M").unwrap(), 1 << 20);
+        for (given, bytes) in [("1MB", 1 << 20), ("64KiB", 64 << 10), ("2gb", 2 << 30), ("8B", 8), ("8b", 8)] {
+            assert_eq!(parse_size(given).unwrap(), bytes, "{given}");
+        }
+        for bad in ["1iB", "1BB", "1MBB", "B"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+        assert!(parse_tokens("1KB").is_err(), "tokens are no bytes");
     }
 
     #[test]

@@ -121,7 +121,8 @@ impl Run {
 
     /// The error that ended the run early, if any.
     pub fn error(&self) -> Option<&str> {
-        self.config.get("error").and_then(|e| e.as_str())
+        // An empty message still ended the run; shown, it must say something.
+        self.config.get("error").and_then(|e| e.as_str()).map(|e| if e.trim().is_empty() { "(no message)" } else { e })
     }
 
     /// The run's end: its rows and summary, the time, and the error that ended it (in

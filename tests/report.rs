@@ -405,8 +405,11 @@ fn a_debug_build_beside_a_release_build_is_flagged() {
 fn a_run_that_ended_in_error_is_flagged() {
     let mut r = run("NVIDIA H200", GinKind::Gdaki, 1.0);
     r.config = serde_json::json!({"error": "timeout: no progress for 20 s"});
-    let md = report_md("error", &[Labeled { label: "cut".into(), run: r }]);
+    let md = report_md("error", &[Labeled { label: "cut".into(), run: r.clone() }]);
     assert!(md.contains("WARNING: cut ended in error (timeout: no progress for 20 s)"), "{md}");
+    r.config = serde_json::json!({"error": " "});
+    let md = report_md("error-empty", &[Labeled { label: "cut".into(), run: r }]);
+    assert!(md.contains("WARNING: cut ended in error ((no message))"), "an empty message is an error too: {md}");
 }
 
 /// A run whose ranks took turns on shared GPUs is flagged: its times are not the operation's.

@@ -849,10 +849,14 @@ fn the_command_refuses_empty_failed_and_impossible_files() {
         // Not stdout, and not a file named `-` either.
         (vec!["--json".as_ref(), "-".as_ref()], "--json writes a file, not stdout"),
     ] {
-        let o = Command::new(gb).arg("compare").args([&good, &good]).args(&extra).output().unwrap();
+        let o = Command::new(gb).arg("compare").args([&good, &good]).args(&extra).current_dir(&dir).output().unwrap();
         let e = String::from_utf8_lossy(&o.stderr);
         assert_eq!((o.status.code(), o.stdout.len()), (Some(2), 0), "{extra:?}: {e}");
         assert!(e.contains(needle) && e.trim_end().lines().count() == 1, "{extra:?}: {e}");
+        // The refusal goes to no output the checks refused.
+        assert!(!dir.join("-").exists(), "{extra:?}: a file named - was written");
+        use std::os::unix::fs::FileTypeExt;
+        assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
     }
     let o = Command::new(gb).args(["compare".as_ref(), good.as_os_str(), "/dev/zero".as_ref()]).output().unwrap();
     let e = String::from_utf8_lossy(&o.stderr);

@@ -151,11 +151,15 @@ fn bad(msg: String) -> i32 {
 }
 
 /// A refused comparison replaces the outputs too, so CI never reads an earlier verdict there:
-/// each of `--json` / `--junit` that names no input file gets the refusal (as far as it can be
-/// written: the refusal itself is the exit code and the line on stderr).
+/// each of `--json` / `--junit` that is a file the outputs may be (`check_writable`: not `-`, a
+/// folder or a device) and names no input gets the refusal, as far as it can be written (the
+/// refusal itself is the exit code and the line on stderr).
 fn refuse_into(json_out: Option<&Path>, junit: Option<&Path>, inputs: &[&Path], msg: &str) {
-    for (path, text) in [(json_out, compare::refused_json(msg)), (junit, compare::refused_junit(msg))] {
-        if let Some(p) = path.filter(|p| !inputs.iter().any(|i| ginbench::report::same_file(p, i))) {
+    let outputs = [(json_out, "--json", compare::refused_json(msg)), (junit, "--junit", compare::refused_junit(msg))];
+    for (path, flag, text) in outputs {
+        let Some(p) = path else { continue };
+        let usable = ginbench::driver::cli::check_writable(p, flag).is_ok();
+        if usable && !inputs.iter().any(|i| ginbench::report::same_file(p, i)) {
             let _ = write_atomic(p, text.as_bytes());
         }
     }

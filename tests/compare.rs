@@ -133,6 +133,21 @@ fn combines_after_bf16_and_fp8_dispatches_are_different_rows() {
     assert_eq!(verdict(&o, "combine tokens=128 after-dispatch=fp8"), Verdict::Unchanged);
 }
 
+/// An EP row whose timed rank (`-a`) sent nothing, as a rank that skewed routing left without
+/// tokens, still timed the operation: it is gated, not set aside as zero bytes.
+#[test]
+fn an_ep_row_of_zero_bytes_is_still_gated() {
+    let idle = |time| Row {
+        size_bytes: 0,
+        algbw_gbps: Some(0.0),
+        ..common::ep_row("nvl", "ll", "combine", "bf16", 1, (time, 0.0), 4)
+    };
+    let b = common::ep_run(4, vec![idle(10.0)]);
+    let c = common::ep_run(4, vec![idle(20.0)]);
+    let o = compare::compare(&b, &c, 0.05).unwrap();
+    assert_eq!(verdict(&o, "combine tokens=1"), Verdict::Regression, "{o:?}");
+}
+
 #[test]
 fn a_candidate_that_skipped_the_check_or_changed_settings_does_not_pass() {
     let b = run(vec![row("nvl", 1 << 20, 10.0, 10.0, 0)]);
@@ -429,7 +444,10 @@ fn the_variables_nccl_reads_and_the_cuda_version_are_environment_differences() {
         ("FI_EFA_USE_DEVICE_RDMA", "1"),
         ("OFI_NCCL_DISABLE_GDR_REQUIRED_CHECK", "1"),
         ("GINBENCH_LOOPBACK_CHAOS", "3"),
+        ("GINBENCH_NCCL_LIB", "/elsewhere/libnccl.so.2"),
+        ("GINBENCH_TOOLCHAIN", "/home/b/tc"),
     ]);
+    b.env.vars.insert("GINBENCH_NCCL_LIB".into(), "/opt/nccl/lib/libnccl.so.2".into());
     let o = compare::compare(&b, &c, 0.05).unwrap();
     assert_eq!(
         o.env_differences,
@@ -614,6 +632,34 @@ fn exit_codes_of_the_command() {
         }
     }
     assert!(!no_folder.exists());
+    // A command line clap refuses is read word by word for its outputs, and only a new file or a
+    // verdict is replaced: never an input a misplaced flag took for its value, nor a file named
+    // after the next flag; a repeated flag's every value is.
+    let base_text = std::fs::read_to_string(&base).unwrap();
+    let gate = |args: &[&str]| Command::new(gb).arg("compare").args(args).current_dir(&dir).output().unwrap();
+    for args in [&["--json", "base.json", "same.json"][..], &["base.json", "--junit", "same.json"]] {
+        assert_eq!(gate(args).status.code(), Some(2), "{args:?}");
+        assert_eq!(std::fs::read_to_string(&base).unwrap(), base_text, "{args:?}");
+        assert!(json::parse(&std::fs::read_to_string(dir.join("same.json")).unwrap()).is_ok(), "{args:?}");
+    }
+    for (args, refused) in [
+        (&["base.json", "same.json", "--json", "--junit", "gate.xml"][..], &["gate.xml"][..]),
+        (&["base.json", "same.json", "--json", "v.json", "--json", "gate.json"], &["v.json", "gate.json"]),
+    ] {
+        for f in refused {
+            assert_eq!(
+                gate(&["base.json", "same.json", "--json", "v.json", "--junit", "gate.xml"]).status.code(),
+                Some(0)
+            );
+            assert!(!std::fs::read_to_string(dir.join(f)).unwrap().contains("refused"), "{f}");
+            std::fs::copy(dir.join("v.json"), dir.join("gate.json")).unwrap();
+        }
+        assert_eq!(gate(args).status.code(), Some(2), "{args:?}");
+        for f in refused {
+            assert!(std::fs::read_to_string(dir.join(f)).unwrap().contains("refused"), "{args:?}: {f}");
+        }
+        assert!(!dir.join("--junit").exists(), "{args:?}");
+    }
     for bad in [
         out(&[&base, &junk], &[]),
         out(&[&base, &dir.join("absent.json")], &[]),

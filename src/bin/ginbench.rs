@@ -150,45 +150,55 @@ fn bad(msg: String) -> i32 {
     2
 }
 
-/// A refused comparison replaces the outputs too, so CI never reads an earlier verdict there:
-/// each of `--json` / `--junit` that is a file the outputs may be (`check_writable`: not `-`, a
-/// folder or a device) and names no input gets the refusal, as far as it can be written (the
-/// refusal itself is the exit code and the line on stderr).
-fn refuse_into(json_out: Option<&Path>, junit: Option<&Path>, inputs: &[&Path], msg: &str) {
-    let outputs = [(json_out, "--json", compare::refused_json(msg)), (junit, "--junit", compare::refused_junit(msg))];
-    for (path, flag, text) in outputs {
-        let Some(p) = path else { continue };
+/// A refused comparison replaces the outputs too, so CI never reads an earlier verdict there.
+/// Each output gets the refusal where it is a file the outputs may be (`check_writable`: not `-`,
+/// a folder or a device), names no input, and is new or holds a verdict already: never another
+/// file a misread command line named. As far as it can be written: the refusal itself is the
+/// exit code and the line on stderr.
+fn refuse_into(outputs: &[(&Path, &str)], inputs: &[&Path], msg: &str) {
+    for &(p, flag) in outputs {
+        let text = if flag == "--junit" { compare::refused_junit(msg) } else { compare::refused_json(msg) };
+        let replaceable = match std::fs::metadata(p) {
+            Err(_) => true,
+            Ok(m) => m.len() < 1 << 28 && std::fs::read_to_string(p).is_ok_and(|t| compare::is_verdict(&t)),
+        };
         let usable = ginbench::driver::cli::check_writable(p, flag).is_ok();
-        if usable && !inputs.iter().any(|i| ginbench::report::same_file(p, i)) {
+        if usable && replaceable && !inputs.iter().any(|i| ginbench::report::same_file(p, i)) {
             let _ = write_atomic(p, text.as_bytes());
         }
     }
 }
 
-/// A `compare` command line clap refused: its `--json` / `--junit` as written, and the other
-/// words that may name inputs, for [`refuse_into`].
-fn compare_outputs_of(args: &[std::ffi::OsString]) -> (Option<PathBuf>, Option<PathBuf>, Vec<PathBuf>) {
-    let (mut json_out, mut junit, mut others) = (None, None, vec![]);
-    let mut words = args.iter();
+/// A `compare` command line clap refused: every `--json` / `--junit` value as written (a word
+/// that starts with `-` is no value: it is the next flag), and the other words, which may name
+/// inputs, for [`refuse_into`].
+fn compare_outputs_of(args: &[std::ffi::OsString]) -> (Vec<(PathBuf, &'static str)>, Vec<PathBuf>) {
+    let (mut outputs, mut others) = (vec![], vec![]);
+    let mut words = args.iter().peekable();
     while let Some(w) = words.next() {
         let text = w.to_str().unwrap_or_default();
         let (flag, inline) = text.split_once('=').map_or((text, None), |(f, v)| (f, Some(PathBuf::from(v))));
-        let slot = match flag {
-            "--json" => &mut json_out,
-            "--junit" => &mut junit,
+        let flag = match flag {
+            "--json" => "--json",
+            "--junit" => "--junit",
             _ => {
                 others.push(PathBuf::from(w));
                 continue;
             }
         };
-        *slot = inline.or_else(|| words.next().map(PathBuf::from));
+        let next_is_value = words.peek().is_some_and(|n| !n.to_string_lossy().starts_with('-'));
+        if let Some(p) = inline.or_else(|| next_is_value.then(|| words.next().map(PathBuf::from)).flatten()) {
+            outputs.push((p, flag));
+        }
     }
-    (json_out, junit, others)
+    (outputs, others)
 }
 
 fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path>, junit: Option<&Path>) -> i32 {
+    let outputs: Vec<(&Path, &str)> =
+        [(json_out, "--json"), (junit, "--junit")].into_iter().filter_map(|(p, f)| Some((p?, f))).collect();
     let refuse = |msg: String| -> i32 {
-        refuse_into(json_out, junit, &[base, cand], &msg);
+        refuse_into(&outputs, &[base, cand], &msg);
         bad(msg)
     };
     // The outputs are checked before anything is read, so a verdict is never lost to a bad path
@@ -364,9 +374,10 @@ fn main() {
         let line = format!("{} (fix: see {help})", ginbench::error::clap_one_line(&e));
         let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
         if args.first().is_some_and(|a| a == "compare") {
-            let (json_out, junit, others) = compare_outputs_of(&args[1..]);
+            let (outputs, others) = compare_outputs_of(&args[1..]);
+            let outputs: Vec<(&Path, &str)> = outputs.iter().map(|(p, f)| (p.as_path(), *f)).collect();
             let others: Vec<&Path> = others.iter().map(PathBuf::as_path).collect();
-            refuse_into(json_out.as_deref(), junit.as_deref(), &others, &line);
+            refuse_into(&outputs, &others, &line);
         }
         console::err(&format!("{PROG}: error: {line}\n"));
         std::process::exit(bad_input_exit())

@@ -542,12 +542,17 @@ pub fn mismatches(a: &Run, b: &Run) -> Vec<String> {
     [loopback_mismatch(a, b), build_mismatch(a, b)].into_iter().flatten().collect()
 }
 
+/// Variables that name a library: the same library (by file name) may live anywhere.
+const BY_FILE_NAME: [&str; 2] = ["NCCL_NET_PLUGIN", "GINBENCH_NCCL_LIB"];
+/// Variables that are no setting: a container's label, and where ginbench's own scripts find
+/// its binaries, toolchain and build cache.
+const NOT_SETTINGS: [&str; 5] =
+    ["NCCL_VERSION", "GINBENCH_BIN", "GINBENCH_TOOLCHAIN", "GINBENCH_BUILD_CACHE", "GINBENCH_NCCL_NEXT_HOME"];
+
 /// What differs between the two environments, in the fields that explain performance: the
 /// software and hardware, how ranks were launched, and the variables NCCL, libfabric,
 /// aws-ofi-nccl and ginbench read
-/// (`NCCL_NET_PLUGIN` by its file name: where a build lives is not a setting, nor is
-/// `GINBENCH_BIN`, where the scripts find the binaries; not `NCCL_VERSION`, a container's label:
-/// the library's version is compared itself).
+/// ([`BY_FILE_NAME`]; not [`NOT_SETTINGS`]: the NCCL library's version is compared itself).
 pub fn env_differences(a: &Run, b: &Run) -> Vec<String> {
     let fields: [(&str, String, String); 9] = [
         ("NCCL library", a.env.nccl.library.to_string(), b.env.nccl.library.to_string()),
@@ -571,7 +576,7 @@ pub fn env_differences(a: &Run, b: &Run) -> Vec<String> {
     }
     let read = |r: &Run, k: &str| -> String {
         let v = r.env.vars.get(k).map(String::as_str).unwrap_or("-");
-        if k == "NCCL_NET_PLUGIN" {
+        if BY_FILE_NAME.contains(&k) {
             v.rsplit('/').next().unwrap_or(v).to_string()
         } else {
             v.to_string()
@@ -580,7 +585,7 @@ pub fn env_differences(a: &Run, b: &Run) -> Vec<String> {
     let names: BTreeSet<&String> = a.env.vars.keys().chain(b.env.vars.keys()).collect();
     for k in names {
         let tuned = ["NCCL_", "FI_", "OFI_", "GINBENCH_"].iter().any(|p| k.starts_with(p))
-            && !["NCCL_VERSION", "GINBENCH_BIN"].contains(&k.as_str());
+            && !NOT_SETTINGS.contains(&k.as_str());
         let (x, y) = (read(a, k), read(b, k));
         if tuned && x != y {
             d.push(format!("{k}: {x} -> {y}"));
@@ -712,7 +717,8 @@ pub fn compare(base: &Run, cand: &Run, threshold: f64) -> Result<Outcome, String
                 st.map(|r| r.status.as_str()).unwrap_or("absent"),
                 st.and_then(|r| r.reason.clone()).unwrap_or_default()
             );
-        } else if b.iter().all(|r| r.size_bytes == 0) {
+        } else if b.iter().all(|r| r.size_bytes == 0 && r.tokens.is_none()) {
+            // (An EP row times its tokens' work even where the timed rank sent nothing.)
             finding.verdict = Verdict::NotCompared;
             finding.detail = "zero bytes: nothing to time".into();
         } else {
@@ -892,6 +898,16 @@ pub fn refused_junit(error: &str) -> String {
 }
 
 /// A JUnit document up to its first test case, and after its last.
+/// Whether `text` is a verdict `compare` wrote (its JSON or its JUnit XML): what a refusal may
+/// replace in a file that already exists.
+pub fn is_verdict(text: &str) -> bool {
+    let json = serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| v["schema"] == SCHEMA);
+    json || text.starts_with(&junit_head(0, 0, 0)[..JUNIT_NAME_END])
+}
+
+/// Where [`junit_head`]'s counts start: the XML declaration and the suites' name before them.
+const JUNIT_NAME_END: usize = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"ginbench compare\"".len();
+
 fn junit_head(tests: usize, failures: usize, skipped: usize) -> String {
     let counts = format!("tests=\"{tests}\" failures=\"{failures}\" skipped=\"{skipped}\"");
     format!(

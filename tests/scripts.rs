@@ -174,11 +174,13 @@ fn gpu_regression_takes_paths_from_where_it_starts_and_checks_the_baseline_first
         assert!(!log.contains("alltoall_perf") && !dir.join("never").exists(), "{args:?}: {log}");
         assert!(!dir.join("mine.json").exists() && !dir.join("mine.xml").exists(), "{args:?}");
     }
-    std::fs::copy(dir.join("base.json"), dir.join("out/candidate.json")).unwrap();
-    let (o, log) = gate(&["out/candidate.json", "out"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("the baseline is OUTDIR/candidate.json"));
-    assert!(!log.contains("alltoall_perf"), "{log}");
+    for f in ["candidate.json", "compare.json"] {
+        std::fs::copy(dir.join("base.json"), dir.join("out").join(f)).unwrap();
+        let (o, log) = gate(&[&format!("out/{f}"), "out"]);
+        assert_eq!(o.status.code(), Some(2), "{f}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("the baseline is OUTDIR/{f}")), "{f}");
+        assert!(!log.contains("alltoall_perf") && dir.join("out").join(f).exists(), "{f}: {log}");
+    }
     // A failed suite exits with its code; the earlier verdict is gone, and the comparison runs
     // (against a candidate that ended in error, or none), so the new one fails.
     std::fs::write(dir.join("out/junit.xml"), "an earlier PASS").unwrap();

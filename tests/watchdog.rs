@@ -37,8 +37,10 @@ fn child(mode: &str) -> ! {
                 let row = ginbench::results::Row { impl_name: "nvl".into(), size_bytes: size, ..Default::default() };
                 out.rows(None, vec![row]);
             }
-            let key = ginbench::results::Row { impl_name: "nvl".into(), size_bytes: 512, ..Default::default() };
-            out.measuring("nvl 512 B", &[], vec![key]);
+            // A new impl's grant, recorded before its first measurement, which hangs.
+            out.run.config["granted"] = serde_json::json!({"gin": 8});
+            let key = ginbench::results::Row { impl_name: "gin".into(), size_bytes: 512, ..Default::default() };
+            out.measuring("gin 512 B", &[], vec![key]);
             sleep(30_000)
         }
         _ => sleep(30_000),
@@ -86,7 +88,7 @@ fn a_run_ended_by_the_watchdog_keeps_the_rows_it_measured() {
     let text = std::fs::read_to_string(dir.join("run.json")).expect("the JSON was written");
     let run = ginbench::report::json::parse(&text).expect("a results file ginbench reads");
     assert_eq!(run.error(), Some("timeout: no progress for 1 s"));
-    assert_eq!(run.config["granted"], serde_json::json!({"gin": 4}), "the config as it was at the last row");
+    assert_eq!(run.config["granted"], serde_json::json!({"gin": 8}), "the config as it was when the run hung");
     assert_eq!(run.rows.iter().map(|r| r.size_bytes).collect::<Vec<_>>(), [8, 64, 512]);
     // The measurement under way is recorded failed, with the watchdog's error.
     let last = &run.rows[2];

@@ -471,7 +471,7 @@ pub fn check_writable(path: &Path, flag: &str) -> Result<()> {
     let me = std::fs::metadata(&probe).map(|m| std::os::unix::fs::MetadataExt::uid(&m));
     let _ = std::fs::remove_file(&probe);
     if let (Ok(file), Ok(me)) = (std::fs::metadata(&target), me) {
-        check_replaceable(&target, &file, dir, me).map_err(|why| {
+        check_replaceable(&file, dir, me).map_err(|why| {
             Error::usage(
                 format!("{flag} {shown} exists and {why}"),
                 "give the name of a new file or one you may replace",
@@ -481,14 +481,11 @@ pub fn check_writable(path: &Path, flag: &str) -> Result<()> {
     Ok(())
 }
 
-/// Why the results file `target` (`file`, in `dir`, checked by user `me`), which exists, could
-/// not be replaced by the rename of the atomic write: it cannot be written (read-only, immutable),
-/// or a sticky folder (/tmp) keeps it for its owner.
-fn check_replaceable(target: &Path, file: &std::fs::Metadata, dir: &Path, me: u32) -> std::result::Result<(), String> {
+/// Why the results file `file` (in `dir`, checked by user `me`), which exists, could not be
+/// replaced by the rename of the atomic write, which needs the folder's permission, not the
+/// file's: a sticky folder (/tmp) keeps it for its owner.
+fn check_replaceable(file: &std::fs::Metadata, dir: &Path, me: u32) -> std::result::Result<(), String> {
     use std::os::unix::fs::MetadataExt;
-    if let Err(e) = std::fs::OpenOptions::new().append(true).open(target) {
-        return Err(format!("cannot be written: {e}"));
-    }
     const STICKY: u32 = 0o1000;
     let sticky = std::fs::metadata(dir).is_ok_and(|d| d.mode() & STICKY != 0 && d.uid() != me);
     if sticky && me != 0 && file.uid() != me {
@@ -552,8 +549,7 @@ mod tests {
     }
 
     /// An existing results file the atomic write could not replace is refused up front: in a
-    /// sticky folder (as /tmp), one that belongs to another user; anywhere, one that cannot be
-    /// written.
+    /// sticky folder (as /tmp), one that belongs to another user. A read-only one is replaced.
     #[test]
     fn an_existing_results_file_must_be_replaceable() {
         use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -564,18 +560,15 @@ mod tests {
         std::fs::write(&file, "{}").unwrap();
         let meta = std::fs::metadata(&file).unwrap();
         let owner = meta.uid();
-        assert!(check_replaceable(&file, &meta, &dir, owner).is_ok(), "the owner may");
+        assert!(check_replaceable(&meta, &dir, owner).is_ok(), "the owner may");
         let other = if owner == 1 { 2 } else { 1 };
-        let e = check_replaceable(&file, &meta, &dir, other).unwrap_err();
+        let e = check_replaceable(&meta, &dir, other).unwrap_err();
         assert!(e.contains("in a sticky folder, which only its owner may replace"), "{e}");
-        assert!(check_replaceable(&file, &meta, &dir, 0).is_ok(), "root may");
-        assert!(check_writable(&file, "-J").is_ok());
+        assert!(check_replaceable(&meta, &dir, 0).is_ok(), "root may");
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
-        // Root writes a read-only file all the same.
-        if std::fs::OpenOptions::new().append(true).open(&file).is_err() {
-            let e = check_writable(&file, "-J").unwrap_err();
-            assert!(e.msg.contains("exists and cannot be written"), "{e}");
-        }
+        assert!(check_writable(&file, "-J").is_ok(), "the rename replaces a read-only file");
+        crate::report::write_atomic(&file, b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -193,6 +193,8 @@ impl Output {
         self.pending = done.iter().cloned().chain(failed).collect();
         if self.print {
             if let Some(u) = unfinished().as_mut() {
+                // The run too, as in `rows`: what NCCL granted the impl before this measurement.
+                u.run.clone_from(&self.run);
                 u.pending.clone_from(&self.pending);
             }
         }

@@ -34,28 +34,29 @@ fn parse_count(s: &str, unit: Unit) -> Result<u64> {
     if num.is_empty() {
         return Err(Error::usage(format!("invalid {what} '{s}'"), format!("give {how}")));
     }
-    let mut suffix = suffix.to_ascii_uppercase();
+    let mut prefix = suffix.to_ascii_uppercase();
     // Bytes may be written as 64KB, 64KiB or 8B too (nccl-tests reads only the letter after the
     // number, so 1MB is 1M there).
     if unit == Unit::Bytes {
         for unit_name in ["IB", "B"] {
-            if let Some(prefix) = suffix.strip_suffix(unit_name).filter(|p| unit_name == "B" || !p.is_empty()) {
-                suffix = prefix.to_string();
+            if let Some(p) = prefix.strip_suffix(unit_name).filter(|p| unit_name == "B" || !p.is_empty()) {
+                prefix = p.to_string();
                 break;
             }
         }
     }
-    let shift = match suffix.as_str() {
+    let shift = match prefix.as_str() {
         "" => 0,
         "K" => 10,
         "M" => 20,
         "G" => 30,
         "T" => 40,
         _ => {
+            let units = if unit == Unit::Bytes { "K, M, G or T, with an optional B or iB" } else { "K" };
             return Err(Error::usage(
                 format!("unknown {what} suffix '{suffix}' in '{s}'"),
-                "use K, M, G or T (binary multiples: 1K = 1024)",
-            ))
+                format!("use {units} (binary multiples: 1K = 1024)"),
+            ));
         }
     };
     let too_large = || Error::usage(format!("{what} '{s}' is too large"), format!("give {how}"));
@@ -151,6 +152,7 @@ mod tests {
         for bad in ["1iB", "1BB", "1MBB", "B"] {
             assert!(parse_size(bad).is_err(), "{bad}");
         }
+        assert_eq!(parse_size("1MBB").unwrap_err().msg, "unknown size suffix 'MBB' in '1MBB'", "the suffix as written");
         assert!(parse_tokens("1KB").is_err(), "tokens are no bytes");
     }
 

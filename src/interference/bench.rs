@@ -238,6 +238,9 @@ struct Point<'a> {
     check: &'a dyn Fn(u32) -> Result<u64>,
     /// Bytes per rank for the foreground's nccl-tests bandwidths (alltoall), with its ranks.
     alltoall_bytes: Option<(u64, u64)>,
+    /// An EP foreground: the bytes each rank sends in the phase, of which the row's `size_bytes`
+    /// is the timed rank's (per `-a`; the mean with -a 1), as in ep_perf.
+    sent: Option<Vec<f64>>,
 }
 
 impl Runner<'_> {
@@ -298,7 +301,7 @@ impl Runner<'_> {
                 fg_iters: Some(cfg.common.iters),
                 wrong,
                 background: Some(results::Background { op: "none".into(), ..Default::default() }),
-                ..self.bandwidths(p, fg_alone)
+                ..self.bandwidths(p, fg_alone, fg_alone_mine)
             };
             out.rows(table::interference_line(&row), vec![row]);
             watchdog::beat();
@@ -397,8 +400,9 @@ impl Runner<'_> {
         Ok((Some(self.world_sum(fg_wrong)), Some(self.world_sum(bg_wrong)), Some(self.world_min(overlap))))
     }
 
-    /// The foreground's nccl-tests bandwidths (alltoall) at `time_us`, on the point's base row.
-    fn bandwidths(&self, p: &Point, time_us: f64) -> Row {
+    /// The point's base row at `time_us` (reduced over ranks from each rank's `mine_us`): an
+    /// alltoall foreground's nccl-tests bandwidths, an EP foreground's bytes (collective).
+    fn bandwidths(&self, p: &Point, time_us: f64, mine_us: f64) -> Row {
         let (alg, bus) = match p.alltoall_bytes {
             Some((bytes, n)) => {
                 let (a, b) = sizes::alltoall_bw(bytes, time_us, n);
@@ -406,17 +410,29 @@ impl Runner<'_> {
             }
             None => (None, None),
         };
-        Row { algbw_gbps: alg, busbw_gbps: bus, status: Status::Ok, ..p.base.clone() }
+        let size_bytes = match &p.sent {
+            Some(sent) => {
+                let times: Vec<f64> = self.world.allgather_f64(&[mine_us]).iter().map(|x| x[0]).collect();
+                let bytes = match stats::chosen_rank(&times, self.cfg.common.average) {
+                    Some(r) => sent[r],
+                    None => sent.iter().sum::<f64>() / sent.len() as f64,
+                };
+                bytes.round() as u64
+            }
+            None => p.base.size_bytes,
+        };
+        Row { size_bytes, algbw_gbps: alg, busbw_gbps: bus, status: Status::Ok, ..p.base.clone() }
     }
 
     /// One pair reduced over ranks into its row (every rank calls this; rank 0 keeps it).
     fn row(&self, p: &Point, size: u64, m: Measured) -> Row {
         let inside = m.marks.bg_inside_us();
+        let together_mine = m.marks.fg_us(m.plan.fg_iters);
         let pair = Pair {
             size,
             ranks: self.bg.comm.nranks as u64,
             fg_alone: m.fg_alone,
-            together: self.reduce(m.marks.fg_us(m.plan.fg_iters)),
+            together: self.reduce(together_mine),
             fg_iters: m.plan.fg_iters,
             overlap: m.overlap,
             bg_alone: self.reduce(m.bg_alone_mine),
@@ -426,7 +442,7 @@ impl Runner<'_> {
             fg_wrong: m.fg_wrong,
             bg_wrong: m.bg_wrong,
         };
-        pair.row(self.cfg.bg, self.bandwidths(p, pair.together))
+        pair.row(self.cfg.bg, self.bandwidths(p, pair.together, together_mine))
     }
 
     /// The keys of a foreground's row (`base`) against a background of `size` bytes.
@@ -516,6 +532,7 @@ impl Runner<'_> {
                         op: &op,
                         check: &check,
                         alltoall_bytes: Some((n * count * elt, n)),
+                        sent: None,
                     };
                     self.point(&point, out)?;
                 }
@@ -535,7 +552,7 @@ impl Runner<'_> {
         let checks = Checks::new(fg.gpu)?;
         let spec = RoutingSpec { gen: Generator::Uniform, seed: *seed, masked: 0, ranks: n, check: None };
         for &mode in modes {
-            let tokens = tokens.clone().unwrap_or_else(|| vec![mode.default_tokens()]);
+            let tokens = ep_tokens(tokens, mode);
             let max_tokens = *tokens.iter().max().unwrap();
             for info in impls {
                 let c = crate::ep::Ctx {
@@ -580,11 +597,10 @@ impl Runner<'_> {
                         };
                         // A check changes the inputs (routing, token count) and restores them.
                         let ph = std::cell::RefCell::new(Phases::prepare(&c, imp, &spec, &checks, t)?);
-                        // Bytes this rank sends in the phase, averaged over every rank (as ep_perf's size_bytes).
+                        // Bytes each rank sends in the phase.
                         let traffic = ph.borrow().layout().traffic(fg.boot.rank());
                         let sent: u64 = imp.bytes_to(&c, phase, &traffic).iter().sum();
-                        let mean_sent = self.world.allgather_f64(&[sent as f64]).iter().map(|x| x[0]).sum::<f64>()
-                            / self.world.size() as f64;
+                        let sent = self.world.allgather_f64(&[sent as f64]).iter().map(|x| x[0]).collect();
                         let op = |_: u32| {
                             let ph = ph.borrow();
                             if phase == Phase::Dispatch {
@@ -599,10 +615,11 @@ impl Runner<'_> {
                         };
                         let point = Point {
                             label: ph.borrow().label(phase),
-                            base: Row { size_bytes: mean_sent.round() as u64, ..base },
+                            base,
                             op: &op,
                             check: &check,
                             alltoall_bytes: None,
+                            sent: Some(sent),
                         };
                         self.point(&point, out)?;
                     }
@@ -710,6 +727,11 @@ fn described(op: BgOp, size: u64, ranks: u64) -> results::Background {
     }
 }
 
+/// The EP foreground's tokens per rank in `mode`: `--tokens`, or the mode's default.
+fn ep_tokens(tokens: &Option<Vec<usize>>, mode: Mode) -> Vec<usize> {
+    tokens.clone().unwrap_or_else(|| vec![mode.default_tokens()])
+}
+
 fn config_json(c: &Config) -> serde_json::Value {
     let fg = match &c.fg {
         Foreground::Alltoall { impls, sizes, dtype, register } => serde_json::json!({
@@ -727,7 +749,8 @@ fn config_json(c: &Config) -> serde_json::Value {
             "hidden": shape.hidden,
             "topk": shape.topk,
             "experts": shape.experts,
-            "tokens": tokens,
+            // Per mode, as ep_perf records its sweeps.
+            "tokens": modes.iter().map(|&m| (m.as_str(), ep_tokens(tokens, m))).collect::<std::collections::BTreeMap<_, _>>(),
             "dispatch_dtype": payload.name(),
             "routing": "uniform",
             "seed": seed,

@@ -435,7 +435,7 @@ pub struct Summary {
 
 impl Summary {
     pub fn of(rows: &[Row]) -> Summary {
-        let measured: Vec<f64> = rows.iter().filter_map(|r| r.busbw_gbps).collect();
+        let measured: Vec<f64> = rows.iter().filter(|r| r.status == Status::Ok).filter_map(|r| r.busbw_gbps).collect();
         Summary {
             avg_busbw_gbps: if measured.is_empty() {
                 0.0

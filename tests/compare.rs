@@ -1236,8 +1236,9 @@ fn a_slower_background_beside_an_unchanged_foreground_is_a_regression() {
     assert!(compare::compare(&b, &spread, 0.05).unwrap().passed);
 }
 
-/// A named pipe nothing writes to would block `compare` / `report` in open() forever: they give
-/// up after 30 s with one line (exit 2), and still read one whose writer comes later.
+/// A named pipe nothing writes to would block `compare` / `report` in open() forever, and one
+/// whose writer goes quiet without closing it in read(): they give up after 30 s with one line
+/// (exit 2), and still read one whose writer comes later.
 #[test]
 fn a_named_pipe_without_a_writer_does_not_hang() {
     let gb = env!("CARGO_BIN_EXE_ginbench");
@@ -1253,15 +1254,35 @@ fn a_named_pipe_without_a_writer_does_not_hang() {
     let limit = std::time::Duration::from_secs(60);
     let commands =
         [vec!["compare".as_ref(), good.as_os_str(), fifo.as_os_str()], vec!["report".as_ref(), fifo.as_os_str()]];
-    // Both at once: each waits its 30 s.
+    // A writer that sends half a file and holds the pipe open until the command is done.
+    let quiet = dir.join("quiet");
+    assert!(std::process::Command::new("mkfifo").arg(&quiet).status().unwrap().success());
+    let (done, wait_done) = std::sync::mpsc::channel::<()>();
+    let (q, g) = (quiet.clone(), good.clone());
+    let holder = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut w = std::fs::OpenOptions::new().write(true).open(&q).unwrap();
+        let text = std::fs::read(&g).unwrap();
+        w.write_all(&text[..text.len() / 2]).unwrap();
+        let _ = wait_done.recv_timeout(limit);
+    });
+    // All three at once: each waits its 30 s.
     let outputs: Vec<_> = std::thread::scope(|s| {
-        let hs: Vec<_> = commands.iter().map(|a| s.spawn(|| common::output_within(gb, a, limit))).collect();
+        let mut hs: Vec<_> = commands.iter().map(|a| s.spawn(|| common::output_within(gb, a, limit))).collect();
+        let a = ["compare".as_ref(), good.as_os_str(), quiet.as_os_str()];
+        hs.push(s.spawn(move || common::output_within(gb, &a, limit)));
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    for o in outputs {
+    done.send(()).unwrap();
+    holder.join().unwrap();
+    for (o, why) in outputs.iter().zip([
+        "a named pipe that nothing opened for writing within 30 s",
+        "a named pipe that nothing opened for writing within 30 s",
+        "a pipe that delivered nothing for 30 s and was not closed",
+    ]) {
         let e = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{e}");
-        assert!(e.contains("a named pipe that nothing opened for writing within 30 s"), "{e}");
+        assert!(e.contains(why), "{e}");
         assert_eq!(e.lines().count(), 1, "{e}");
     }
     // A writer that comes later is waited for.

@@ -122,10 +122,11 @@ fn load(path: &Path) -> Result<ginbench::results::Run, String> {
         }
         fifo = m.file_type().is_fifo();
     }
+    // A pipe is waited for at most this long, to open or to deliver more.
+    const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
     let file = if fifo {
         // Opening a named pipe waits for a writer: forever where none comes. (`<(jq ...)` has
         // its writer already.)
-        const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
         let (tx, rx) = std::sync::mpsc::channel();
         let owned = path.to_path_buf();
         std::thread::spawn(move || tx.send(std::fs::File::open(owned)));
@@ -134,11 +135,43 @@ fn load(path: &Path) -> Result<ginbench::results::Run, String> {
     } else {
         std::fs::File::open(path)
     };
-    let mut text = String::new();
-    file.and_then(|f| f.take(MAX_BYTES + 1).read_to_string(&mut text)).map_err(|e| format!("{shown}: {e}"))?;
-    if text.len() as u64 > MAX_BYTES {
+    let file = file.map_err(|e| format!("{shown}: {e}"))?;
+    let bytes = if fifo {
+        // Its writer may go quiet and never close it: read in a thread, as long as it delivers.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut f = file.take(MAX_BYTES + 1);
+            loop {
+                let mut chunk = vec![0u8; 1 << 20];
+                let r = f.read(&mut chunk).map(|n| {
+                    chunk.truncate(n);
+                    chunk
+                });
+                let end = !matches!(&r, Ok(c) if !c.is_empty());
+                if tx.send(r).is_err() || end {
+                    return;
+                }
+            }
+        });
+        let mut bytes = vec![];
+        loop {
+            let chunk = rx.recv_timeout(WAIT).map_err(|_| {
+                format!("{shown}: a pipe that delivered nothing for {} s and was not closed", WAIT.as_secs())
+            })?;
+            match chunk.map_err(|e| format!("{shown}: {e}"))? {
+                c if c.is_empty() => break bytes,
+                c => bytes.extend(c),
+            }
+        }
+    } else {
+        let mut bytes = vec![];
+        file.take(MAX_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("{shown}: {e}"))?;
+        bytes
+    };
+    if bytes.len() as u64 > MAX_BYTES {
         return Err(too_big());
     }
+    let text = String::from_utf8(bytes).map_err(|e| format!("{shown}: not UTF-8 text: {e}"))?;
     let run = json::parse(&text).map_err(|e| format!("{shown}: {e}"))?;
     compare::check_values(&run).map_err(|e| format!("{shown}: {e}"))?;
     Ok(run)

@@ -481,6 +481,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_mean_bus_bandwidth_is_over_rows_that_ran() {
+        let r = |status, busbw| Row { status, busbw_gbps: Some(busbw), ..Default::default() };
+        let s = Summary::of(&[r(Status::Ok, 100.0), r(Status::Failed, 1.0), r(Status::Ok, 300.0)]);
+        assert_eq!((s.avg_busbw_gbps, s.rows_failed), (200.0, 1));
+    }
+
+    #[test]
     fn enums_serialise_as_their_names() {
         for (k, name) in [(GinKind::EfaGda, "efa-gda"), (GinKind::None, "none")] {
             assert_eq!(serde_json::to_value(k).unwrap(), name);

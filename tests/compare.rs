@@ -904,6 +904,21 @@ fn the_command_refuses_empty_failed_and_impossible_files() {
         use std::os::unix::fs::FileTypeExt;
         assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
     }
+    // A refusal is never written, nor the file it would replace read, where the output is a
+    // FIFO (which open() would wait on) or a device (/dev/zero would be read forever), whether
+    // compare refused the outputs or clap the command line.
+    let fifo = dir.join("out.fifo");
+    if std::process::Command::new("mkfifo").arg(&fifo).status().is_ok_and(|s| s.success()) {
+        let limit = std::time::Duration::from_secs(20);
+        for args in [
+            vec!["compare".as_ref(), good.as_os_str(), good.as_os_str(), "--json".as_ref(), fifo.as_os_str()],
+            vec!["compare".as_ref(), "--json".as_ref(), fifo.as_os_str(), good.as_os_str()],
+            vec!["compare".as_ref(), "--json".as_ref(), "/dev/zero".as_ref(), good.as_os_str()],
+        ] {
+            let o = common::output_within(gb, &args, limit);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        }
+    }
     let o = Command::new(gb).args(["compare".as_ref(), good.as_os_str(), "/dev/zero".as_ref()]).output().unwrap();
     let e = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{e}");

@@ -174,7 +174,7 @@ fn gpu_regression_takes_paths_from_where_it_starts_and_checks_the_baseline_first
         assert!(!log.contains("alltoall_perf") && !dir.join("never").exists(), "{args:?}: {log}");
         assert!(!dir.join("mine.json").exists() && !dir.join("mine.xml").exists(), "{args:?}");
     }
-    for f in ["candidate.json", "compare.json"] {
+    for f in ["candidate.json", "suite.txt", "compare.json"] {
         std::fs::copy(dir.join("base.json"), dir.join("out").join(f)).unwrap();
         let (o, log) = gate(&[&format!("out/{f}"), "out"]);
         assert_eq!(o.status.code(), Some(2), "{f}");

@@ -190,16 +190,23 @@ fn bad(msg: String) -> i32 {
 /// exit code and the line on stderr.
 fn refuse_into(outputs: &[(&Path, &str)], inputs: &[&Path], msg: &str) {
     for &(p, flag) in outputs {
-        let text = if flag == "--junit" { compare::refused_junit(msg) } else { compare::refused_json(msg) };
-        let replaceable = match std::fs::metadata(p) {
-            Err(_) => true,
-            Ok(m) => m.len() < 1 << 28 && std::fs::read_to_string(p).is_ok_and(|t| compare::is_verdict(&t)),
-        };
-        let usable = ginbench::driver::cli::check_writable(p, flag).is_ok();
-        if usable && replaceable && !inputs.iter().any(|i| ginbench::report::same_file(p, i)) {
+        // Checked before anything is read: a FIFO or a device is never opened.
+        let usable = ginbench::driver::cli::check_writable(p, flag).is_ok()
+            && !inputs.iter().any(|i| ginbench::report::same_file(p, i));
+        if usable && (!p.exists() || holds_a_verdict(p)) {
+            let text = if flag == "--junit" { compare::refused_junit(msg) } else { compare::refused_json(msg) };
             let _ = write_atomic(p, text.as_bytes());
         }
     }
+}
+
+/// Whether the regular file `p` holds a verdict of `compare` (read up to 256 MiB).
+fn holds_a_verdict(p: &Path) -> bool {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::metadata(p).is_ok_and(|m| m.is_file())
+        && std::fs::File::open(p).and_then(|f| f.take(1 << 28).read_to_string(&mut text)).is_ok()
+        && compare::is_verdict(&text)
 }
 
 /// A `compare` command line clap refused: every `--json` / `--junit` value as written (a word

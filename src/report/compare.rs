@@ -897,7 +897,6 @@ pub fn refused_junit(error: &str) -> String {
     s + JUNIT_TAIL
 }
 
-/// A JUnit document up to its first test case, and after its last.
 /// Whether `text` is a verdict `compare` wrote (its JSON or its JUnit XML): what a refusal may
 /// replace in a file that already exists.
 pub fn is_verdict(text: &str) -> bool {
@@ -908,6 +907,7 @@ pub fn is_verdict(text: &str) -> bool {
 /// Where [`junit_head`]'s counts start: the XML declaration and the suites' name before them.
 const JUNIT_NAME_END: usize = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"ginbench compare\"".len();
 
+/// A JUnit document up to its first test case, and after its last.
 fn junit_head(tests: usize, failures: usize, skipped: usize) -> String {
     let counts = format!("tests=\"{tests}\" failures=\"{failures}\" skipped=\"{skipped}\"");
     format!(

@@ -245,12 +245,10 @@ fn run_compare(base: &Path, cand: &Path, threshold: &str, json_out: Option<&Path
     // (a refusal still reaches whichever output can take it).
     let check = || -> Result<(), Error> {
         use ginbench::driver::cli::{check_distinct, check_writable};
-        for (p, flag) in [(json_out, "--json"), (junit, "--junit")] {
-            if let Some(p) = p {
-                check_writable(p, flag)?;
-                for (input, what) in [(base, "the baseline"), (cand, "the candidate")] {
-                    check_distinct((p, flag), (input, what))?;
-                }
+        for &(p, flag) in &outputs {
+            check_writable(p, flag)?;
+            for (input, what) in [(base, "the baseline"), (cand, "the candidate")] {
+                check_distinct((p, flag), (input, what))?;
             }
         }
         if let (Some(j), Some(x)) = (json_out, junit) {

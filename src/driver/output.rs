@@ -201,7 +201,7 @@ impl Output {
     }
 
     /// Replace the progress line (empty: clear it).
-    pub fn progress(&self, text: &str) {
+    fn progress(&self, text: &str) {
         if self.progress {
             let mut e = std::io::stderr().lock();
             let _ = write!(e, "\r\x1b[K{}", if text.is_empty() { String::new() } else { format!("# running {text}") });

@@ -32,7 +32,7 @@ enum Cmd {
     /// unchecked, an interference overlap lost, a candidate run that ended in error), 2 bad input
     /// (unreadable or foreign files, NaN / infinite / zero / negative / sub-ns times or
     /// bandwidths, rows that are not the run's cycles, a baseline with no ok row, nothing
-    /// compared, or runs whose rank count or timing settings differ).
+    /// compared, runs whose rank count or timing settings differ, or whose ranks shared GPUs).
     Compare {
         baseline: PathBuf,
         candidate: PathBuf,
@@ -40,10 +40,11 @@ enum Cmd {
         /// from 0 to 1000: 5% or 5 (a bare 0.05 is 0.05 %)
         #[arg(long, default_value = "5%", allow_hyphen_values = true)]
         threshold: String,
-        /// Also write the verdicts as JSON (schema ginbench-compare/1)
+        /// Also write the verdicts as JSON (schema ginbench-compare/1; a refused comparison
+        /// writes its refusal, so no earlier verdict stays)
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
-        /// Also write JUnit XML for CI systems
+        /// Also write JUnit XML for CI systems (a refusal is one failing test case)
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
     },

@@ -23,7 +23,7 @@ Environment: GINBENCH_NCCL_LIB=/path/libnccl.so.2 chooses the NCCL library (see 
 pub struct Args {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// Minimum size in bytes per rank (K/M/G/T suffixes)
+    /// Minimum size in bytes per rank (K/M/G/T suffixes, binary; 64K = 64KB = 64KiB)
     #[arg(short = 'b', long = "minbytes", default_value = "32M")]
     pub minbytes: String,
     /// Maximum size in bytes per rank

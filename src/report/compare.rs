@@ -901,18 +901,16 @@ pub fn refused_junit(error: &str) -> String {
 /// replace in a file that already exists.
 pub fn is_verdict(text: &str) -> bool {
     let json = serde_json::from_str::<serde_json::Value>(text).is_ok_and(|v| v["schema"] == SCHEMA);
-    json || text.starts_with(&junit_head(0, 0, 0)[..JUNIT_NAME_END])
+    json || text.starts_with(JUNIT_START)
 }
 
-/// Where [`junit_head`]'s counts start: the XML declaration and the suites' name before them.
-const JUNIT_NAME_END: usize = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"ginbench compare\"".len();
+/// How every JUnit document of `compare` starts: the XML declaration and the suites' name.
+const JUNIT_START: &str = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"ginbench compare\"";
 
 /// A JUnit document up to its first test case, and after its last.
 fn junit_head(tests: usize, failures: usize, skipped: usize) -> String {
     let counts = format!("tests=\"{tests}\" failures=\"{failures}\" skipped=\"{skipped}\"");
-    format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"ginbench compare\" {counts}>\n  <testsuite name=\"ginbench compare\" {counts}>\n"
-    )
+    format!("{JUNIT_START} {counts}>\n  <testsuite name=\"ginbench compare\" {counts}>\n")
 }
 const JUNIT_TAIL: &str = "  </testsuite>\n</testsuites>\n";
 

@@ -127,10 +127,7 @@ pub fn reduce(
     let pct = stats::percentiles(&stats::slowest_per_iteration(&samples));
     let extras: Vec<f64> = (3..head).map(|i| pick(i).iter().sum::<f64>() / all.len() as f64).collect();
     let times = pick(0);
-    let timed_extras = match stats::chosen_rank(&times, average) {
-        Some(r) => all[r][3..head].to_vec(),
-        None => extras.clone(),
-    };
+    let timed_extras = (3..head).map(|i| stats::of_timed_rank(&times, average, &pick(i))).collect();
     Reduced {
         time_us: stats::reduce(&times, average),
         cpu_us: stats::reduce(&pick(1), average),

@@ -9,14 +9,21 @@ crate::driver::cli::numbered_enum! {
 
 /// `values` (one a rank) reduced as `how` says.
 pub fn reduce(values: &[f64], how: Average) -> f64 {
-    match chosen_rank(values, how) {
+    of_timed_rank(values, how, values)
+}
+
+/// `values` (one a rank) of the rank whose time in `times` `how` picks (rank 0, the fastest or
+/// the slowest), or their mean where no one rank's is shown (-a 1): what a figure divides by
+/// that time, so it is one rank's over the same rank's time.
+pub fn of_timed_rank(times: &[f64], how: Average, values: &[f64]) -> f64 {
+    match chosen_rank(times, how) {
         Some(r) => values[r],
         None => values.iter().sum::<f64>() / values.len() as f64,
     }
 }
 
 /// The rank whose value `reduce` returns; None for the mean, which is no one rank's.
-pub fn chosen_rank(values: &[f64], how: Average) -> Option<usize> {
+fn chosen_rank(values: &[f64], how: Average) -> Option<usize> {
     let by = |a: &(usize, &f64), b: &(usize, &f64)| a.1.total_cmp(b.1);
     match how {
         Average::Rank0 => Some(0),
@@ -76,6 +83,10 @@ mod tests {
         assert_eq!(chosen_rank(&[3.0, 1.0, 6.0], Average::Min), Some(1));
         assert_eq!(chosen_rank(&[3.0, 1.0, 6.0], Average::Max), Some(2));
         assert_eq!(chosen_rank(&v, Average::Mean), None);
+        let (times, bytes) = ([3.0, 1.0, 6.0], [30.0, 10.0, 80.0]);
+        assert_eq!(of_timed_rank(&times, Average::Min, &bytes), 10.0, "the fastest rank's");
+        assert_eq!(of_timed_rank(&times, Average::Max, &bytes), 80.0, "the slowest rank's");
+        assert_eq!(of_timed_rank(&times, Average::Mean, &bytes), 40.0, "no one rank's: the mean");
         assert_eq!(slowest_per_iteration(&[vec![1.0, 5.0], vec![2.0, 3.0]]), vec![2.0, 5.0]);
     }
     #[test]

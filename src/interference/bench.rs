@@ -413,11 +413,7 @@ impl Runner<'_> {
         let size_bytes = match &p.sent {
             Some(sent) => {
                 let times: Vec<f64> = self.world.allgather_f64(&[mine_us]).iter().map(|x| x[0]).collect();
-                let bytes = match stats::chosen_rank(&times, self.cfg.common.average) {
-                    Some(r) => sent[r],
-                    None => sent.iter().sum::<f64>() / sent.len() as f64,
-                };
-                bytes.round() as u64
+                stats::of_timed_rank(&times, self.cfg.common.average, sent).round() as u64
             }
             None => p.base.size_bytes,
         };

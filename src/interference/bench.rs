@@ -33,6 +33,15 @@ impl Config {
         self.ep_comm.gin.unwrap_or_default()
     }
 
+    /// The background sizes a foreground has a row for: one row of size 0 without a background.
+    fn row_bg_sizes(&self) -> &[u64] {
+        if self.bg == BgOp::None {
+            &[0]
+        } else {
+            &self.bg_sizes
+        }
+    }
+
     /// See [`ep_fits_beside_background`].
     fn check_ep_beside_background(&self, gpu: &Gpu) -> Result<()> {
         if self.bg == BgOp::None {
@@ -284,8 +293,7 @@ impl Runner<'_> {
     /// Every row of one foreground point: alone once, then per background size together.
     fn point(&mut self, p: &Point, out: &mut Output) -> Result<()> {
         let cfg = self.cfg;
-        let first = if cfg.bg == BgOp::None { 0 } else { cfg.bg_sizes[0] };
-        out.measuring(&format!("{} alone", p.label), &[], vec![self.keyed(&p.base, first)]);
+        out.measuring(&format!("{} alone", p.label), &[], vec![self.keyed(&p.base, cfg.row_bg_sizes()[0])]);
         let fg_alone_mine = self.fg_alone(p, cfg.common.iters)?;
         let fg_alone = self.reduce(fg_alone_mine);
         let fg_alone_max = self.world_max(fg_alone_mine);
@@ -447,8 +455,9 @@ impl Runner<'_> {
     }
 
     fn skipped(&self, base: Row, why: &str, out: &mut Output) {
-        let sizes: Vec<u64> = if self.cfg.bg == BgOp::None { vec![0] } else { self.cfg.bg_sizes.clone() };
-        let rows = sizes
+        let rows = self
+            .cfg
+            .row_bg_sizes()
             .iter()
             .map(|&size| Row { status: Status::Skipped, reason: Some(why.into()), ..self.keyed(&base, size) })
             .collect();

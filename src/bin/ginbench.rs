@@ -123,52 +123,17 @@ fn load(path: &Path) -> Result<ginbench::results::Run, String> {
         }
         fifo = m.file_type().is_fifo();
     }
-    // A pipe is waited for at most this long, to open or to deliver more.
-    const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-    let file = if fifo {
-        // Opening a named pipe waits for a writer: forever where none comes. (`<(jq ...)` has
-        // its writer already.)
-        let (tx, rx) = std::sync::mpsc::channel();
-        let owned = path.to_path_buf();
-        std::thread::spawn(move || tx.send(std::fs::File::open(owned)));
-        rx.recv_timeout(WAIT)
-            .map_err(|_| format!("{shown}: a named pipe that nothing opened for writing within {} s", WAIT.as_secs()))?
-    } else {
-        std::fs::File::open(path)
-    };
-    let file = file.map_err(|e| format!("{shown}: {e}"))?;
     let bytes = if fifo {
-        // Its writer may go quiet and never close it: read in a thread, as long as it delivers.
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut f = file.take(MAX_BYTES + 1);
-            loop {
-                let mut chunk = vec![0u8; 1 << 20];
-                let r = f.read(&mut chunk).map(|n| {
-                    chunk.truncate(n);
-                    chunk
-                });
-                let end = !matches!(&r, Ok(c) if !c.is_empty());
-                if tx.send(r).is_err() || end {
-                    return;
-                }
-            }
-        });
-        let mut bytes = vec![];
-        loop {
-            let chunk = rx.recv_timeout(WAIT).map_err(|_| {
-                format!("{shown}: a pipe that delivered nothing for {} s and was not closed", WAIT.as_secs())
-            })?;
-            match chunk.map_err(|e| format!("{shown}: {e}"))? {
-                c if c.is_empty() => break bytes,
-                c => bytes.extend(c),
-            }
-        }
+        // A pipe is waited for at most this long, to open or to deliver more.
+        read_pipe(path, MAX_BYTES + 1, std::time::Duration::from_secs(30))
     } else {
         let mut bytes = vec![];
-        file.take(MAX_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("{shown}: {e}"))?;
-        bytes
-    };
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_BYTES + 1).read_to_end(&mut bytes))
+            .map(|_| bytes)
+            .map_err(|e| e.to_string())
+    }
+    .map_err(|e| format!("{shown}: {e}"))?;
     if bytes.len() as u64 > MAX_BYTES {
         return Err(too_big());
     }
@@ -176,6 +141,54 @@ fn load(path: &Path) -> Result<ginbench::results::Run, String> {
     let run = json::parse(&text).map_err(|e| format!("{shown}: {e}"))?;
     compare::check_values(&run).map_err(|e| format!("{shown}: {e}"))?;
     Ok(run)
+}
+
+/// A pipe's bytes, at most `max`, read in a thread: opening a named pipe waits for a writer,
+/// forever where none comes, and a writer may go quiet without ever closing it; either ends the
+/// read after `wait`. (`<(jq ...)` has its writer already.)
+fn read_pipe(path: &Path, max: u64, wait: std::time::Duration) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    enum Piped {
+        Opened,
+        Chunk(Vec<u8>), // empty: the end
+        Failed(std::io::Error),
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let owned = path.to_path_buf();
+    std::thread::spawn(move || {
+        let mut f = match std::fs::File::open(owned) {
+            Ok(f) if tx.send(Piped::Opened).is_ok() => f.take(max),
+            Ok(_) => return,
+            Err(e) => return drop(tx.send(Piped::Failed(e))),
+        };
+        loop {
+            let mut chunk = vec![0u8; 1 << 20];
+            let msg = match f.read(&mut chunk) {
+                Ok(n) => {
+                    chunk.truncate(n);
+                    Piped::Chunk(chunk)
+                }
+                Err(e) => Piped::Failed(e),
+            };
+            let end = !matches!(&msg, Piped::Chunk(c) if !c.is_empty());
+            if tx.send(msg).is_err() || end {
+                return;
+            }
+        }
+    });
+    let (mut opened, mut bytes) = (false, vec![]);
+    loop {
+        match rx.recv_timeout(wait) {
+            Err(_) if !opened => {
+                return Err(format!("a named pipe that nothing opened for writing within {} s", wait.as_secs()))
+            }
+            Err(_) => return Err(format!("a pipe that delivered nothing for {} s and was not closed", wait.as_secs())),
+            Ok(Piped::Opened) => opened = true,
+            Ok(Piped::Chunk(c)) if c.is_empty() => return Ok(bytes),
+            Ok(Piped::Chunk(c)) => bytes.extend(c),
+            Ok(Piped::Failed(e)) => return Err(e.to_string()),
+        }
+    }
 }
 
 /// Bad input to `compare` or `report`: one line, and their documented exit 2.

@@ -169,8 +169,8 @@ impl Env {
     /// it, so their rows check correctness but their times mean nothing.
     pub fn ranks_sharing_a_gpu(&self) -> usize {
         let mut per_gpu = std::collections::HashMap::new();
-        for g in self.gpus.iter().filter(|g| !g.pci_bus_id.is_empty()) {
-            *per_gpu.entry((&g.host, &g.pci_bus_id)).or_insert(0usize) += 1;
+        for id in self.gpus.iter().filter_map(Gpu::physical) {
+            *per_gpu.entry(id).or_insert(0usize) += 1;
         }
         per_gpu.values().filter(|&&n| n > 1).sum()
     }
@@ -182,7 +182,7 @@ impl Env {
     pub fn gpu_summary(&self) -> String {
         let mut models: Vec<(&str, usize)> = vec![];
         let mut seen = std::collections::HashSet::new();
-        for g in self.gpus.iter().filter(|g| g.pci_bus_id.is_empty() || seen.insert((&g.host, &g.pci_bus_id))) {
+        for g in self.gpus.iter().filter(|g| g.physical().is_none_or(|id| seen.insert(id))) {
             match models.iter_mut().find(|(m, _)| *m == g.name) {
                 Some((_, n)) => *n += 1,
                 None => models.push((&g.name, 1)),
@@ -206,6 +206,13 @@ pub struct Gpu {
     /// CPUs the rank's process may run on (its affinity mask and CPU quota); 0: unknown.
     #[serde(default)]
     pub cpus: usize,
+}
+
+impl Gpu {
+    /// The physical GPU: its host and bus id (None in files that recorded no bus id).
+    fn physical(&self) -> Option<(&str, &str)> {
+        (!self.pci_bus_id.is_empty()).then_some((self.host.as_str(), self.pci_bus_id.as_str()))
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -50,10 +50,8 @@ impl GinTransport {
             let Some(nodes) = emulate_nodes else {
                 return Err("needs --emulate-nodes N (virtual nodes on this host)".into());
             };
-            if lsa != ranks {
-                return Err(format!(
-                    "emulation needs every rank in one NVLink (LSA) domain; the LSA team has {lsa} of {ranks} ranks (use gin or hybrid across nodes)"
-                ));
+            if let Some(why) = crate::nccl::not_one_lsa_team(ranks, lsa) {
+                return Err(format!("emulation {why}"));
             }
             Ok(ranks / nodes)
         } else {

@@ -19,7 +19,7 @@ pub struct Ce {
 impl Ce {
     /// Collective. Skips (inner Err) unless every rank is in one LSA team.
     pub fn new(r: &Rank) -> Result<std::result::Result<Ce, String>> {
-        if let Some(why) = r.not_one_lsa_team() {
+        if let Some(why) = r.comm.not_one_lsa_team() {
             return Ok(Err(why));
         }
         let n = r.boot.size();

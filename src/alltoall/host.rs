@@ -1,4 +1,4 @@
-//! `host` (-D 0): NCCL's own alltoall, `ncclAlltoAll` (grouped send/recv where absent).
+//! `host` (-D 0): NCCL's own alltoall, `ncclAlltoAll`.
 use super::{Impl, InPlace, Rank};
 use crate::error::Result;
 
@@ -13,15 +13,6 @@ impl Impl for Host {
 
     fn launch(&self, r: &Rank, send: u64, recv: u64, count: u64) -> Result<()> {
         let dt = crate::nccl::datatype(r.dtype);
-        unsafe {
-            r.comm.alltoall(
-                send as *const _,
-                recv as *mut _,
-                count as usize,
-                dt,
-                r.dtype.size() as usize,
-                r.gpu.raw_stream(),
-            )
-        }
+        unsafe { r.comm.alltoall(send as *const _, recv as *mut _, count as usize, dt, r.gpu.raw_stream()) }
     }
 }

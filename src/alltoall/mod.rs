@@ -35,16 +35,6 @@ pub struct Rank<'a> {
 }
 
 impl Rank<'_> {
-    /// Why a device-API impl cannot run here: every rank must be in one LSA (NVLink) team.
-    pub fn not_one_lsa_team(&self) -> Option<String> {
-        let (n, lsa) = (self.boot.size(), self.comm.lsa_size());
-        (lsa != n).then(|| {
-            format!(
-                "needs every rank in one NVLink (LSA) domain; the LSA team has {lsa} of {n} ranks (use gin or hybrid across nodes)"
-            )
-        })
-    }
-
     /// The symmetric window holding device address `ptr`, and the offset of `ptr` in it.
     pub fn window(&self, ptr: u64) -> Result<(ffi::ncclWindow_t, u64)> {
         let Registration::Windows(sw, rw) = self.reg else {

@@ -98,7 +98,7 @@ pub struct Nvl {
 impl Nvl {
     /// Collective. Skips (inner Err) unless every rank is in one LSA team.
     pub fn new(kind: Kind, r: &Rank) -> Result<std::result::Result<Nvl, String>> {
-        if let Some(why) = r.not_one_lsa_team() {
+        if let Some(why) = r.comm.not_one_lsa_team() {
             return Ok(Err(why));
         }
         let n = r.boot.size();

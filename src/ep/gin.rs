@@ -121,10 +121,8 @@ impl Gin {
         if !kind.emulated() {
             reqs.ginSignalCount = signals(c.mode, l) as i32;
         }
-        match c.mode {
-            Mode::Ll if n > 32 => return Ok(Err(format!("LL packing keeps one source rank per lane; {n} ranks > 32"))),
-            Mode::Ht if n > 64 => return Ok(Err(format!("HT keeps a 64-bit rank mask per token; {n} ranks > 64"))),
-            _ => {}
+        if let Some(why) = c.too_many_ranks() {
+            return Ok(Err(why));
         }
         let dev = DevComm::create(c.comm, &reqs)?;
         let stream = &c.gpu.stream;

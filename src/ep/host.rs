@@ -105,7 +105,6 @@ impl EpImpl for Host {
                 self.recv_counts.ptr as *mut _,
                 l,
                 ffi::ncclDataType_t::ncclInt32,
-                4,
                 c.gpu.raw_stream(),
             )
         }?;

@@ -46,6 +46,16 @@ impl Ctx<'_> {
     pub fn args(&self, tokens: usize) -> Args {
         Args::new(&self.shape, self.payload, self.boot.size(), self.boot.rank(), tokens, self.max_tokens)
     }
+
+    /// Why the device kernels cannot run this many ranks in this mode, if not.
+    pub fn too_many_ranks(&self) -> Option<String> {
+        let n = self.boot.size();
+        match self.mode {
+            Mode::Ll if n > 32 => Some(format!("LL packing keeps one source rank per lane; {n} ranks > 32")),
+            Mode::Ht if n > 64 => Some(format!("HT keeps a 64-bit rank mask per token; {n} ranks > 64")),
+            _ => None,
+        }
+    }
 }
 
 /// Refuses `-V ctas` above the GPU's SM count: the device kernels run one CTA per SM (their

@@ -73,16 +73,9 @@ pub struct Nvl {
 impl Nvl {
     /// Collective. Skips (inner Err) unless every rank is in one LSA team.
     pub fn new(c: &Ctx) -> Result<std::result::Result<Nvl, String>> {
-        let (n, lsa) = (c.boot.size(), c.comm.lsa_size());
-        if lsa != n {
-            return Ok(Err(format!(
-                "needs every rank in one NVLink (LSA) domain; the LSA team has {lsa} of {n} ranks (gin / hybrid go across nodes)"
-            )));
-        }
-        match c.mode {
-            Mode::Ll if n > 32 => return Ok(Err(format!("LL packing keeps one source rank per lane; {n} ranks > 32"))),
-            Mode::Ht if n > 64 => return Ok(Err(format!("HT keeps a 64-bit rank mask per token; {n} ranks > 64"))),
-            _ => {}
+        let n = c.boot.size();
+        if let Some(why) = c.comm.not_one_lsa_team().or_else(|| c.too_many_ranks()) {
+            return Ok(Err(why));
         }
         let mut reqs = compat::requirements();
         reqs.lsaBarrierCount = 0;

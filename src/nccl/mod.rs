@@ -206,6 +206,11 @@ impl Comm {
         unsafe { lib().ncclTeamLsa(self.raw).nRanks as usize }
     }
 
+    /// Why kernels that reach every peer over NVLink cannot run on this communicator, if not.
+    pub fn not_one_lsa_team(&self) -> Option<String> {
+        not_one_lsa_team(self.nranks, self.lsa_size())
+    }
+
     /// ncclAllReduce of `count` elements with `op`.
     ///
     /// # Safety
@@ -224,7 +229,7 @@ impl Comm {
         self.check(r, "ncclAllReduce")
     }
 
-    /// `count` elements to and from every peer: ncclAlltoAll, or a group of send/recv.
+    /// `count` elements to and from every peer (ncclAlltoAll, which every supported NCCL has).
     ///
     /// # Safety
     /// `send`/`recv` must be device buffers of `nranks * count` elements of `dt` on this
@@ -235,21 +240,21 @@ impl Comm {
         recv: *mut c_void,
         count: usize,
         dt: ffi::ncclDataType_t,
-        elt: usize,
         stream: *mut c_void,
     ) -> Result<()> {
-        let l = lib();
-        if let Ok(f) = l.ncclAlltoAll.as_ref() {
-            return self.check(f(send, recv, count, dt, self.raw, stream.cast()), "ncclAlltoAll");
-        }
-        group_start()?;
-        for p in 0..self.nranks {
-            let off = p * count * elt;
-            self.check(l.ncclSend(send.byte_add(off), count, dt, p as i32, self.raw, stream.cast()), "ncclSend")?;
-            self.check(l.ncclRecv(recv.byte_add(off), count, dt, p as i32, self.raw, stream.cast()), "ncclRecv")?;
-        }
-        group_end()
+        let r = lib().ncclAlltoAll(send, recv, count, dt, self.raw, stream.cast());
+        self.check(r, "ncclAlltoAll")
     }
+}
+
+/// Why kernels that reach every peer over NVLink cannot run with `ranks` ranks whose LSA team
+/// has `lsa`: the team must hold every rank.
+pub fn not_one_lsa_team(ranks: usize, lsa: usize) -> Option<String> {
+    (lsa != ranks).then(|| {
+        format!(
+            "needs every rank in one NVLink (LSA) domain; the LSA team has {lsa} of {ranks} ranks (use gin or hybrid across nodes)"
+        )
+    })
 }
 
 impl Drop for Comm {

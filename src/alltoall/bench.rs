@@ -152,8 +152,8 @@ fn sweep_impls(r: &Rank, cfg: &Config, sweep: &[u64], checker: &mut Checker, out
             let count = sizes::alltoall_count(size, cfg.dtype.size(), n);
             let bytes_per_peer = count * cfg.dtype.size();
             let mut rows = vec![];
-            for inplace in [false, true] {
-                let placement = if inplace { Placement::InPlace } else { Placement::OutOfPlace };
+            for placement in [Placement::OutOfPlace, Placement::InPlace] {
+                let inplace = placement == Placement::InPlace;
                 let skip = match &imp {
                     Err(why) => Some(why.clone()),
                     Ok(imp) => imp.unsupported(bytes_per_peer).or_else(|| match imp.in_place(bytes_per_peer) {
@@ -177,7 +177,7 @@ fn sweep_impls(r: &Rank, cfg: &Config, sweep: &[u64], checker: &mut Checker, out
                         let case = Case {
                             impl_name: info.name,
                             count,
-                            inplace,
+                            placement,
                             capture: !inplace && cfg.profile_size == Some(size),
                         };
                         let m = measure(r, imp.as_ref(), cfg, &case, checker)?;
@@ -226,7 +226,7 @@ struct Case<'a> {
     impl_name: &'a str,
     /// Elements per peer.
     count: u64,
-    inplace: bool,
+    placement: Placement,
     /// Inside a profiler capture range (`--profile-size`).
     capture: bool,
 }
@@ -365,7 +365,8 @@ impl<'a> Step<'a> {
 pub const GUARD: u64 = 1 << 20;
 
 fn measure(r: &Rank, imp: &dyn super::Impl, cfg: &Config, case: &Case, checker: &mut Checker) -> Result<Measured> {
-    let Case { impl_name, count, inplace, capture } = *case;
+    let Case { impl_name, count, placement, capture } = *case;
+    let inplace = placement == Placement::InPlace;
     let n = r.boot.size() as u64;
     let elt = cfg.dtype.size();
     let bytes = n * count * elt;
@@ -378,7 +379,7 @@ fn measure(r: &Rank, imp: &dyn super::Impl, cfg: &Config, case: &Case, checker: 
         graph_launches: cfg.common.graph_launches,
         capture,
     };
-    let label = format!("{impl_name} {bytes}B {}", if inplace { "in-place" } else { "out-of-place" });
+    let label = format!("{impl_name} {bytes}B {placement}");
     let timing = harness::time_loop(r.gpu, r.boot, &params, &label, &mut |i| step.op(i))?;
     r.comm.async_error()?;
 

@@ -7,7 +7,7 @@
 use super::plots::{self, Series};
 use crate::alltoall::registry::AUTO;
 use crate::gin_backend::Backend;
-use crate::results::{Kind, Mode, Phase, Row, Run, Status};
+use crate::results::{Kind, Mode, Phase, Placement, Row, Run, Status};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
 
@@ -68,12 +68,12 @@ fn measured(r: &Row) -> bool {
 
 /// Mean over cycles of the measured rows' time and busbw, and whether every one was checked, per
 /// (impl, dtype, placement, size).
-type Stats = BTreeMap<(String, String, String, u64), (f64, Option<f64>, bool)>;
+type Stats = BTreeMap<(String, String, Placement, u64), (f64, Option<f64>, bool)>;
 
 fn stats(run: &Run) -> Stats {
-    let mut acc: BTreeMap<(String, String, String, u64), Vec<&Row>> = BTreeMap::new();
+    let mut acc: BTreeMap<(String, String, Placement, u64), Vec<&Row>> = BTreeMap::new();
     for r in run.rows.iter().filter(|r| measured(r)) {
-        acc.entry((r.impl_name.clone(), r.dtype.clone(), r.placement.to_string(), r.size_bytes)).or_default().push(r);
+        acc.entry((r.impl_name.clone(), r.dtype.clone(), r.placement, r.size_bytes)).or_default().push(r);
     }
     acc.into_iter()
         .map(|(k, rows)| {
@@ -252,10 +252,10 @@ fn build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {
     if runs[0].run.benchmark != Kind::Ceiling {
         doc.extend(best_per_size(runs, &all));
     }
-    let mut impls: Vec<(String, String, String)> =
-        all.iter().flat_map(|s| s.keys().map(|k| (k.0.clone(), k.1.clone(), k.2.clone()))).collect();
-    // Out-of-place before in-place within an impl.
-    impls.sort_by(|a, b| (&a.0, &a.1, b.2.starts_with('o')).cmp(&(&b.0, &b.1, a.2.starts_with('o'))));
+    // Placement's order puts out-of-place before in-place within an impl.
+    let mut impls: Vec<(String, String, Placement)> =
+        all.iter().flat_map(|s| s.keys().map(|k| (k.0.clone(), k.1.clone(), k.2))).collect();
+    impls.sort();
     impls.dedup();
     for (imp, dtype, placement) in impls {
         let sizes: Vec<u64> = {
@@ -277,7 +277,7 @@ fn build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {
                     points: sizes
                         .iter()
                         .filter_map(|&z| {
-                            let (t, bw, _) = s.get(&(imp.clone(), dtype.clone(), placement.clone(), z))?;
+                            let (t, bw, _) = s.get(&(imp.clone(), dtype.clone(), placement, z))?;
                             Some((z as f64, if busbw { (*bw)? } else { *t }))
                         })
                         .collect(),
@@ -306,7 +306,7 @@ fn build(runs: &[Labeled], charts: &mut PlotDir) -> Result<Vec<Block>, String> {
             t[0].push(format!("{} time", l.label));
         }
         for &z in &sizes {
-            let key = (imp.clone(), dtype.clone(), placement.clone(), z);
+            let key = (imp.clone(), dtype.clone(), placement, z);
             let cells: Vec<Option<(f64, Option<f64>)>> =
                 all.iter().map(|s| s.get(&key).map(|&(t, bw, _)| (t, bw))).collect();
             t.push(stat_row(vec![z.to_string()], &cells));
@@ -326,7 +326,7 @@ type BySize<'a> = BTreeMap<u64, Vec<(&'a String, f64, Option<f64>, bool)>>;
 /// time over the best's where auto ran, so a crossover auto takes at the wrong size shows (the
 /// crossovers are measured, and a new machine can move them).
 fn best_per_size(runs: &[Labeled], all: &[Stats]) -> Vec<Block> {
-    let groups: BTreeSet<(&String, &String)> = all.iter().flat_map(|s| s.keys().map(|k| (&k.1, &k.2))).collect();
+    let groups: BTreeSet<(&String, &Placement)> = all.iter().flat_map(|s| s.keys().map(|k| (&k.1, &k.2))).collect();
     let has_auto = all.iter().any(|s| s.keys().any(|k| k.0 == AUTO));
     let mut doc = vec![];
     for (dtype, placement) in groups {

@@ -3,6 +3,7 @@
 //! the rest. In place, where nvl and nvl-ce cannot run, nvl-ll128 takes the sizes it can.
 use super::ce::Ce;
 use super::nvl::{Kind, Nvl};
+use super::registry;
 use super::{Impl, InPlace, Rank};
 use crate::error::Result;
 
@@ -34,10 +35,10 @@ impl Tier {
     /// The registry's name of the impl the tier runs.
     fn impl_name(self) -> &'static str {
         match self {
-            Tier::Ll => "nvl-ll",
-            Tier::Ll128 => "nvl-ll128",
-            Tier::Push => "nvl",
-            Tier::CopyEngines => "nvl-ce",
+            Tier::Ll => registry::NVL_LL,
+            Tier::Ll128 => registry::NVL_LL128,
+            Tier::Push => registry::NVL,
+            Tier::CopyEngines => registry::NVL_CE,
         }
     }
 }

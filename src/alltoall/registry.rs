@@ -43,6 +43,11 @@ fn boxed<T: Impl + 'static>(made: Result<std::result::Result<T, String>>) -> Mad
 
 /// The impl that runs one of the others per size (the report sets it against the best of them).
 pub const AUTO: &str = "auto";
+/// The impls `auto` picks from: it names the one it ran on each row.
+pub const NVL: &str = "nvl";
+pub const NVL_LL: &str = "nvl-ll";
+pub const NVL_LL128: &str = "nvl-ll128";
+pub const NVL_CE: &str = "nvl-ce";
 
 /// Every implementation, in `-D all` order. Adding one means: a Rust file in src/alltoall/,
 /// its kernels in src/kernels/, and an entry here.
@@ -67,7 +72,7 @@ pub const IMPLS: &[ImplInfo] = &[
     },
     ImplInfo {
         id: 2,
-        name: "nvl",
+        name: NVL,
         needs_window: true,
         gin: None,
         all_resident: &[],
@@ -94,7 +99,7 @@ pub const IMPLS: &[ImplInfo] = &[
     },
     ImplInfo {
         id: 5,
-        name: "nvl-ll",
+        name: NVL_LL,
         needs_window: true,
         gin: None,
         all_resident: &[nvl::Kind::LowLatency],
@@ -112,7 +117,7 @@ pub const IMPLS: &[ImplInfo] = &[
     },
     ImplInfo {
         id: 8,
-        name: "nvl-ce",
+        name: NVL_CE,
         needs_window: true,
         gin: None,
         all_resident: &[],
@@ -139,7 +144,7 @@ pub const IMPLS: &[ImplInfo] = &[
     },
     ImplInfo {
         id: 11,
-        name: "nvl-ll128",
+        name: NVL_LL128,
         needs_window: true,
         gin: None,
         all_resident: &[nvl::Kind::LowLatency128],

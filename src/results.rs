@@ -390,11 +390,26 @@ pub fn wrong_total<'a>(rows: impl IntoIterator<Item = &'a Row>) -> u64 {
     rows.into_iter().filter_map(|r| r.wrong).fold(0, u64::saturating_add)
 }
 
+named_enum! {
+    /// The background collective (`--bg`, and an interference row's `background.op`). Adding
+    /// one (reduce-scatter, all-gather): a value here, its type, reduction and busbw in
+    /// interference/background.rs, and its launch there.
+    #[derive(clap::ValueEnum)]
+    BgOp {
+        /// ncclAllReduce, float, sum (a data-parallel gradient reduction)
+        #[value(name = "allreduce")]
+        AllReduce = "allreduce",
+        /// no background: the foreground alone (the standalone benchmark's figure)
+        #[default]
+        #[value(name = "none")]
+        None = "none",
+    }
+}
+
 /// The background of an interference row: a collective on its own communicator and stream.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Background {
-    /// allreduce | none
-    pub op: String,
+    pub op: BgOp,
     /// Bytes per rank (the all-reduce's buffer), its elements, type and reduction.
     pub size_bytes: u64,
     pub count: u64,

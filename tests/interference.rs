@@ -28,7 +28,7 @@ fn sample() -> Run {
     partial.reason = Some("overlap incomplete: the background covered 87.5% of the foreground's timed window".into());
     let mut none = interference_row(0, (120.5, 120.5), (1.0, 1.0), 0);
     (none.together_us, none.slowdown, none.overlap) = (None, None, None);
-    none.background = Some(Background { op: "none".into(), ..Default::default() });
+    none.background = Some(Background { op: BgOp::None, ..Default::default() });
     let rows = vec![
         interference_row(1 << 20, (120.5, 131.0), (20.25, 33.5), 0),
         interference_row(64 << 20, (120.5, 180.75), (410.0, 520.125), 0),
@@ -316,7 +316,7 @@ fn the_report_leaves_wrong_rows_and_rows_without_a_slowdown_out_of_the_slowdowns
     // a foreground measured without a background: no slowdown to show
     let mut alone = interference_row(0, (100.0, 100.0), (1.0, 1.0), 0);
     (alone.together_us, alone.slowdown, alone.overlap) = (None, None, None);
-    alone.background = Some(Background { op: "none".into(), ..Default::default() });
+    alone.background = Some(Background { op: BgOp::None, ..Default::default() });
     let run = interference_run(vec![interference_row(1 << 20, (100.0, 150.0), (20.0, 25.0), 0), wrong, alone.clone()]);
     sidebyside::write(&[Labeled { label: "a".into(), run: run.clone() }], &dir).unwrap();
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();

@@ -458,7 +458,7 @@ fn full_ep_row() -> Row {
         fg_iters: Some(480),
         ran: Some("nvl-ll128".into()),
         background: Some(Background {
-            op: "allreduce".into(),
+            op: BgOp::AllReduce,
             size_bytes: 1 << 20,
             count: 1 << 18,
             dtype: "float".into(),

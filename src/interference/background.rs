@@ -27,6 +27,31 @@ pub struct Background {
     wrong: CudaSlice<u64>,
 }
 
+impl BgOp {
+    /// The element type and reduction it runs with (none: "").
+    pub fn dtype(self) -> &'static str {
+        match self {
+            BgOp::AllReduce => "float",
+            BgOp::None => "",
+        }
+    }
+
+    pub fn redop(self) -> &'static str {
+        match self {
+            BgOp::AllReduce => "sum",
+            BgOp::None => "",
+        }
+    }
+
+    /// nccl-tests' bus bandwidth (GB/s) of one operation on `bytes` per rank taking `time_us`.
+    pub fn busbw(self, bytes: u64, time_us: f64, nranks: u64) -> f64 {
+        match self {
+            BgOp::AllReduce => allreduce_bw(bytes, time_us, nranks).1,
+            BgOp::None => 0.0,
+        }
+    }
+}
+
 /// nccl-tests' all-reduce bandwidths: algbw = bytes / time, busbw = algbw · 2(n-1)/n (GB/s).
 pub fn allreduce_bw(bytes: u64, time_us: f64, nranks: u64) -> (f64, f64) {
     if time_us <= 0.0 {

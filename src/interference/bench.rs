@@ -112,8 +112,9 @@ impl Benchmark for Config {
         let bg = match self.bg {
             BgOp::None => "none (the foreground alone)".to_string(),
             op => format!(
-                "{} float sum, {} to {} bytes per rank ({} sizes)",
-                op.name(),
+                "{op} {} {}, {} to {} bytes per rank ({} sizes)",
+                op.dtype(),
+                op.redop(),
                 self.bg_sizes[0],
                 self.bg_sizes.last().unwrap(),
                 self.bg_sizes.len()
@@ -308,7 +309,7 @@ impl Runner<'_> {
                 alone_us: Some(fg_alone),
                 fg_iters: Some(cfg.common.iters),
                 wrong,
-                background: Some(results::Background { op: "none".into(), ..Default::default() }),
+                background: Some(results::Background { op: BgOp::None, ..Default::default() }),
                 ..self.bandwidths(p, fg_alone, fg_alone_mine)
             };
             out.rows(table::interference_line(&row), vec![row]);
@@ -316,11 +317,7 @@ impl Runner<'_> {
             return Ok(());
         }
         for &size in &cfg.bg_sizes {
-            out.measuring(
-                &format!("{} against {} {size} B", p.label, cfg.bg.name()),
-                &[],
-                vec![self.keyed(&p.base, size)],
-            );
+            out.measuring(&format!("{} against {} {size} B", p.label, cfg.bg), &[], vec![self.keyed(&p.base, size)]);
             self.bg.resize(size)?;
             let bg_alone_mine = measure::bg_alone(self.bg, self.world, cfg.common.iters, cfg.common.warmup)?;
             let bg_alone_max = self.world_max(bg_alone_mine);
@@ -335,9 +332,9 @@ impl Runner<'_> {
                 let plan = measure::plan(times.0, times.1, cfg.common.iters, stretch);
                 let fg_loop = || -> Result<()> { (0..plan.fg_iters).try_for_each(|i| (p.op)(i)) };
                 let mut run = || {
-                    let label = format!("{} together with {} {size}B", p.label, cfg.bg.name());
+                    let label = format!("{} together with {} {size}B", p.label, cfg.bg);
                     let _r = crate::profile::range(|| label);
-                    measure::overlapped(self.fg_gpu, self.bg, self.world, plan.bg_iters, |b, _| b.launch(), fg_loop)
+                    measure::overlapped(self.fg_gpu, self.bg, self.world, plan.bg_iters, |b| b.launch(), fg_loop)
                 };
                 let ((), marks) = if capture { crate::profile::captured(run)? } else { run()? };
                 let overlap = self.world_min(marks.overlap());
@@ -398,7 +395,7 @@ impl Runner<'_> {
                 self.bg,
                 self.world,
                 iters,
-                move |b, _| b.launch_checked(seed),
+                move |b| b.launch_checked(seed),
                 || (p.check)(seed),
             )?;
             fg_wrong += w;
@@ -675,7 +672,7 @@ impl Pair {
     fn row(&self, op: BgOp, fg: Row) -> Row {
         // The background's together time needs whole iterations inside the window on every rank.
         let bg_together = (self.bg_inside_n > 0.0).then_some(self.bg_inside_us);
-        let busbw = |t: f64| background::allreduce_bw(self.size, t, self.ranks).1;
+        let busbw = |t: f64| op.busbw(self.size, t, self.ranks);
         let mut notes = vec![];
         if self.overlap < 1.0 {
             notes.push(format!(
@@ -722,12 +719,12 @@ impl Pair {
 /// would have run on).
 fn described(op: BgOp, size: u64, ranks: u64) -> results::Background {
     results::Background {
-        op: op.name().into(),
+        op,
         ranks,
         size_bytes: size,
         count: size / background::ELT,
-        dtype: "float".into(),
-        redop: "sum".into(),
+        dtype: op.dtype().into(),
+        redop: op.redop().into(),
         ..Default::default()
     }
 }
@@ -763,7 +760,7 @@ fn config_json(c: &Config) -> serde_json::Value {
     };
     serde_json::json!({
         "foreground": fg,
-        "background": {"op": c.bg.name(), "sizes": c.bg_sizes, "datatype": "float", "redop": "sum"},
+        "background": {"op": c.bg, "sizes": c.bg_sizes, "datatype": c.bg.dtype(), "redop": c.bg.redop()},
         "layout": c.layout,
         "ep": c.ep,
         "dp": c.dp,

@@ -51,27 +51,7 @@ pub enum FgKind {
     Alltoall,
 }
 
-/// The background collective. Reduce-scatter and all-gather are the next values.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum BgOp {
-    /// ncclAllReduce, float, sum (a data-parallel gradient reduction)
-    #[value(name = "allreduce")]
-    #[serde(rename = "allreduce")]
-    AllReduce,
-    /// no background: the foreground alone (the standalone benchmark's figure)
-    #[value(name = "none")]
-    #[serde(rename = "none")]
-    None,
-}
-
-impl BgOp {
-    pub fn name(self) -> &'static str {
-        match self {
-            BgOp::AllReduce => "allreduce",
-            BgOp::None => "none",
-        }
-    }
-}
+pub use crate::results::BgOp;
 
 #[derive(Parser, Debug, Clone)]
 #[command(name = "interference_perf", version = VERSION, disable_version_flag = true, about = "A foreground EP or alltoall operation against a concurrent background collective on another communicator: alone, together, slowdown", after_help = help_footer(AFTER_HELP), args_override_self = true, allow_negative_numbers = true, mut_arg("cudagraph", |a| a.hide(true)), mut_arg("per_iter_timing", |a| a.hide(true)), mut_arg("profile_size", |a| a.help("Wrap the together window of one background size in cuProfilerStart / Stop, for `nsys profile --capture-range=cudaProfilerApi`")))]

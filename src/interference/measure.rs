@@ -122,7 +122,7 @@ pub fn overlapped<T>(
     bg: &mut Background,
     boot: &dyn Bootstrap,
     bg_iters: u32,
-    bg_op: impl Fn(&mut Background, u32) -> Result<()> + Send,
+    bg_op: impl Fn(&mut Background) -> Result<()> + Send,
     fg: impl FnOnce() -> Result<T>,
 ) -> Result<(T, Marks)> {
     let bg_events = (0..=bg_iters).map(|_| bg.gpu.timing_event()).collect::<Result<Vec<_>>>()?;
@@ -133,10 +133,10 @@ pub fn overlapped<T>(
         let events = &bg_events;
         let h = s.spawn(move || -> Result<()> {
             bg.gpu.ctx.bind_to_thread()?;
-            let _r = crate::profile::range(|| format!("background {} {}B x{bg_iters}", bg.op.name(), bg.bytes()));
+            let _r = crate::profile::range(|| format!("background {} {}B x{bg_iters}", bg.op, bg.bytes()));
             events[0].record(&bg.gpu.stream)?;
             for j in 0..bg_iters {
-                bg_op(bg, j)?;
+                bg_op(bg)?;
                 events[j as usize + 1].record(&bg.gpu.stream)?;
                 if j == 0 {
                     // The first iteration's end event is recorded: the foreground may wait on it.

@@ -22,7 +22,7 @@
 //! together time, and on the background's together time (`background.together_us`), by the same
 //! rule: a training step waits for both; their alone / together times and slowdowns (both sides)
 //! must be finite and above 0 as well, and the overlap in 0..1.
-use crate::results::{wrong_total, Kind, Mode, Phase, Row, Run, Status};
+use crate::results::{wrong_total, BgOp, Kind, Mode, Phase, Row, Run, Status};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -231,7 +231,7 @@ pub fn check_values(run: &Run) -> Result<(), String> {
         }
         // A row whose background ran is timed together with it: without that time its
         // time_us is the foreground alone, which no regression of the pair would move.
-        if r.status == Status::Ok && r.together_us.is_none() && bg.is_some_and(|b| b.op != "none") {
+        if r.status == Status::Ok && r.together_us.is_none() && bg.is_some_and(|b| b.op != BgOp::None) {
             return Err(format!(
                 "row '{}' (cycle {}): its background ran, and it has no together_us",
                 key(run.benchmark, r),
@@ -243,7 +243,7 @@ pub fn check_values(run: &Run) -> Result<(), String> {
         }
         // Only of rows that ran: a skipped row says what it would have run, and earlier builds
         // left its rank count at 0.
-        if r.status == Status::Ok && bg.is_some_and(|b| b.ranks == 0 && b.op != "none") {
+        if r.status == Status::Ok && bg.is_some_and(|b| b.ranks == 0 && b.op != BgOp::None) {
             return bad("background.ranks", 0.0, "a background runs on at least one rank");
         }
         if let Some(o) = r.overlap.filter(|o| !(o.is_finite() && (0.0..=1.0).contains(o))) {

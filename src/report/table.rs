@@ -1,6 +1,6 @@
 //! The nccl-tests table: same columns, widths and number formats, so existing parsers keep
 //! working. Extra columns (per-iteration p50 / p99) appear only with `-I 1`.
-use crate::results::{Row, Status};
+use crate::results::{BgOp, Row, Status};
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Style {
@@ -222,7 +222,7 @@ pub fn interference_line(r: &Row) -> Option<String> {
 fn interference_data(r: &Row) -> Option<String> {
     let f = |v: Option<f64>, w: usize| v.map(|v| fit(v, w)).unwrap_or_else(|| "N/A".into());
     let wrong = r.wrong.map(|w| c_g(w as f64)).unwrap_or_else(|| "N/A".into());
-    let Some(b) = r.background.as_ref().filter(|b| b.op != "none") else {
+    let Some(b) = r.background.as_ref().filter(|b| b.op != BgOp::None) else {
         return Some(format!(
             "{:>12}  {:>12}  {:>8}  {:>6}  {:>10}  {:>6}\n",
             0,

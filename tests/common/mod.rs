@@ -126,7 +126,7 @@ pub fn interference_row(bg_size: u64, fg: (f64, f64), bg: (f64, f64), cycle: u32
         overlap: Some(1.0),
         fg_iters: Some(20),
         background: Some(Background {
-            op: "allreduce".into(),
+            op: BgOp::AllReduce,
             size_bytes: bg_size,
             count: bg_size / 4,
             dtype: "float".into(),

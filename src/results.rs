@@ -15,6 +15,9 @@ macro_rules! named_enum {
         }
 
         impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$v),+];
+
             pub fn as_str(self) -> &'static str {
                 match self {
                     $($name::$v => $s),+

@@ -25,11 +25,11 @@ pub fn row_base(name: &str, mode: Mode, phase: Phase, payload: Payload, tokens: 
     Row {
         impl_name: name.into(),
         count: (tokens * s.hidden) as u64,
-        dtype: if phase == Phase::Dispatch { payload.name() } else { "bf16" }.into(),
+        dtype: if phase == Phase::Dispatch { payload.as_str() } else { Payload::Bf16.as_str() }.into(),
         placement: Placement::OutOfPlace,
         mode: Some(mode),
         phase: Some(phase),
-        dispatch_dtype: Some(payload.name().into()),
+        dispatch_dtype: Some(payload.as_str().into()),
         tokens: Some(tokens as u64),
         hidden: Some(s.hidden as u64),
         topk: Some(s.topk as u64),
@@ -182,7 +182,7 @@ impl State<'_> {
                         &format!(
                             "impl {name}, mode {}, dispatch {} / combine bf16, {sms_text}",
                             mode.as_str(),
-                            payload.name()
+                            payload.as_str()
                         ),
                         &table::ep_header(),
                     );
@@ -191,7 +191,7 @@ impl State<'_> {
                         let rows = match (&skip, &imp) {
                             (Some(why), _) => [Phase::Dispatch, Phase::Combine].map(|p| self.skipped(at, p, why)),
                             (None, Ok(imp)) => {
-                                let text = format!("{name} {} {} {t} tokens", mode.as_str(), payload.name());
+                                let text = format!("{name} {} {} {t} tokens", mode.as_str(), payload.as_str());
                                 out.measuring(
                                     &text,
                                     &[],
@@ -382,7 +382,7 @@ impl<'a> Phases<'a> {
     /// The NVTX label of a phase's loops.
     pub fn label(&self, p: Phase) -> String {
         let c = self.c;
-        format!("{} {} {} {}", c.mode, p, c.payload.name(), self.inp.args.tokens)
+        format!("{} {} {} {}", c.mode, p, c.payload.as_str(), self.inp.args.tokens)
     }
 
     /// The timed dispatch (with LL FP8, its quantization).
@@ -497,7 +497,7 @@ fn config_json(c: &Config) -> serde_json::Value {
         "topk": c.shape.topk,
         "experts": c.shape.experts,
         "tokens": c.tokens.iter().map(|(m, t)| (m.as_str(), t)).collect::<std::collections::BTreeMap<_, _>>(),
-        "dispatch_dtypes": c.payloads.iter().map(|p| p.name()).collect::<Vec<_>>(),
+        "dispatch_dtypes": c.payloads.iter().map(|p| p.as_str()).collect::<Vec<_>>(),
         "routing": c.gen.name(),
         "masked": c.masked,
         "seed": c.seed,

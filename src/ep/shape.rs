@@ -41,25 +41,19 @@ pub fn check_tokens(t: u64, example: &str) -> Result<usize> {
     Ok(t as usize)
 }
 
-/// Dispatch payload: BF16 rows, or FP8 e4m3 with one f32 scale per 128 channels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Payload {
-    Bf16,
-    Fp8,
+crate::results::named_enum! {
+    /// Dispatch payload: BF16 rows, or FP8 e4m3 with one f32 scale per 128 channels.
+    Payload { #[default] Bf16 = "bf16", Fp8 = "fp8" }
 }
 
 impl Payload {
+    /// Its name, or the element type's own (bfloat16, e4m3).
     pub fn parse(s: &str) -> Result<Payload> {
         match s {
-            "bf16" | "bfloat16" => Ok(Payload::Bf16),
-            "fp8" | "e4m3" => Ok(Payload::Fp8),
-            _ => Err(Error::usage(format!("unknown dispatch dtype '{s}'"), "use bf16 or fp8")),
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            Payload::Bf16 => "bf16",
-            Payload::Fp8 => "fp8",
+            "bfloat16" => Ok(Payload::Bf16),
+            "e4m3" => Ok(Payload::Fp8),
+            _ => Payload::from_name(s)
+                .ok_or_else(|| Error::usage(format!("unknown dispatch dtype '{s}'"), "use bf16 or fp8")),
         }
     }
 }

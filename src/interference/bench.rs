@@ -203,7 +203,7 @@ fn describe_fg(fg: &Foreground) -> String {
         Foreground::Alltoall { impls, sizes, dtype, register } => format!(
             "alltoall {} {} bytes per rank {:?}, -R {}",
             impls.iter().map(|i| i.name).collect::<Vec<_>>().join(","),
-            dtype.name(),
+            dtype.as_str(),
             sizes,
             *register as u32
         ),
@@ -211,7 +211,7 @@ fn describe_fg(fg: &Foreground) -> String {
             "ep {} {} dispatch {} {preset} (hidden {} top-{} {} experts) tokens {}",
             impls.iter().map(|i| i.name).collect::<Vec<_>>().join(","),
             modes.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(","),
-            payload.name(),
+            payload.as_str(),
             shape.hidden,
             shape.topk,
             shape.experts,
@@ -509,7 +509,7 @@ impl Runner<'_> {
                         impl_name: info.name.into(),
                         size_bytes: n * count * elt,
                         count,
-                        dtype: dtype.name().into(),
+                        dtype: dtype.as_str().into(),
                         placement: Placement::OutOfPlace,
                         cycle: out.cycle,
                         ..Default::default()
@@ -586,7 +586,7 @@ impl Runner<'_> {
                                 info.name,
                                 mode.as_str(),
                                 phase.as_str(),
-                                payload.name()
+                                payload.as_str()
                             ),
                             &table::interference_header(self.cfg.bg == BgOp::None),
                         );
@@ -740,7 +740,7 @@ fn config_json(c: &Config) -> serde_json::Value {
             "kind": FgKind::Alltoall,
             "impls": impls.iter().map(|i| i.name).collect::<Vec<_>>(),
             "sizes": sizes,
-            "datatype": dtype.name(),
+            "datatype": dtype.as_str(),
             "local_register": *register as u32,
         }),
         Foreground::Ep { impls, modes, preset, shape, tokens, payload, seed } => serde_json::json!({
@@ -753,7 +753,7 @@ fn config_json(c: &Config) -> serde_json::Value {
             "experts": shape.experts,
             // Per mode, as ep_perf records its sweeps.
             "tokens": modes.iter().map(|&m| (m.as_str(), ep_tokens(tokens, m))).collect::<std::collections::BTreeMap<_, _>>(),
-            "dispatch_dtype": payload.name(),
+            "dispatch_dtype": payload.as_str(),
             "routing": "uniform",
             "seed": seed,
         }),

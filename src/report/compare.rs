@@ -26,25 +26,27 @@ use crate::results::{wrong_total, BgOp, Kind, Mode, Phase, Row, Run, Status};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Verdict {
-    /// Fails the gate.
-    Regression,
-    Missing,
-    /// Failed in the candidate (a timeout, an NCCL error), whatever the baseline did.
-    Failed,
-    NewlySkipped,
-    Wrong,
-    /// Checked in the baseline, not in the candidate.
-    Unchecked,
-    /// An interference row whose background covered less of the foreground than the baseline's.
-    OverlapLost,
-    /// Does not.
-    Improvement,
-    Unchanged,
-    New,
-    NotCompared,
+crate::results::named_enum! {
+    /// A row's verdict, as the JSON output spells it; the order is the report's.
+    Verdict {
+        /// Fails the gate.
+        Regression = "regression",
+        Missing = "missing",
+        /// Failed in the candidate (a timeout, an NCCL error), whatever the baseline did.
+        Failed = "failed",
+        NewlySkipped = "newly-skipped",
+        Wrong = "wrong",
+        /// Checked in the baseline, not in the candidate.
+        Unchecked = "unchecked",
+        /// An interference row whose background covered less of the foreground than the baseline's.
+        OverlapLost = "overlap-lost",
+        /// Does not.
+        Improvement = "improvement",
+        #[default]
+        Unchanged = "unchanged",
+        New = "new",
+        NotCompared = "not-compared",
+    }
 }
 
 impl Verdict {
@@ -59,23 +61,6 @@ impl Verdict {
                 | Verdict::Unchecked
                 | Verdict::OverlapLost
         )
-    }
-
-    /// The verdict as the JSON output spells it (kebab-case).
-    pub fn name(self) -> &'static str {
-        match self {
-            Verdict::Regression => "regression",
-            Verdict::Missing => "missing",
-            Verdict::Failed => "failed",
-            Verdict::NewlySkipped => "newly-skipped",
-            Verdict::Wrong => "wrong",
-            Verdict::Unchecked => "unchecked",
-            Verdict::OverlapLost => "overlap-lost",
-            Verdict::Improvement => "improvement",
-            Verdict::Unchanged => "unchanged",
-            Verdict::New => "new",
-            Verdict::NotCompared => "not-compared",
-        }
     }
 }
 
@@ -859,7 +844,7 @@ pub fn render_text(o: &Outcome) -> String {
     for f in o.findings.iter().filter(|f| f.verdict != Verdict::Unchanged || !f.detail.is_empty()) {
         s += &format!(
             "  {:<14} {}: {} -> {} us{}{}\n",
-            f.verdict.name(),
+            f.verdict.as_str(),
             line(&f.key),
             us(f.baseline_us),
             us(f.candidate_us),

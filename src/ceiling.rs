@@ -17,10 +17,10 @@
 //! on the host over `iters` rounds after warm-up, every stream drained before and after. Every
 //! copy is checked: sources hold a pattern per (source, destination), receive slots are poisoned
 //! with its complement before a measurement and verified after it (`wrong`, in bytes).
-use crate::cuda::{grid, Gpu, THREADS, WAVE};
+use crate::cuda::{self, grid, DeviceBytes, Gpu, THREADS, WAVE};
 use crate::error::{Error, Result};
 use crate::results::{Placement, Row, Status};
-use cudarc::driver::{sys, CudaContext, CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -141,33 +141,6 @@ fn stride(bytes: u64) -> u64 {
     bytes.next_multiple_of(4096)
 }
 
-/// Device memory from `cuMemAlloc`. Not from a stream-ordered pool (cudarc's `alloc` uses one
-/// where it can): peer access does not reach pool memory, and copies into it were staged through
-/// the host at a tenth of the NVLink rate.
-struct DeviceBytes(sys::CUdeviceptr, Arc<CudaContext>);
-
-impl DeviceBytes {
-    fn new(ctx: &Arc<CudaContext>, bytes: usize) -> Result<DeviceBytes> {
-        ctx.bind_to_thread()?;
-        let mut p = 0;
-        // SAFETY: allocates in the context just made current; freed in Drop.
-        unsafe { sys::cuMemAlloc_v2(&mut p, bytes).result()? };
-        Ok(DeviceBytes(p, ctx.clone()))
-    }
-}
-
-impl Drop for DeviceBytes {
-    fn drop(&mut self) {
-        // SAFETY: allocated by cuMemAlloc in this context and freed once; every stream was
-        // drained after use.
-        unsafe {
-            if self.1.bind_to_thread().is_ok() {
-                let _ = sys::cuMemFree_v2(self.0);
-            }
-        }
-    }
-}
-
 /// One GPU's side: its context and streams, n source slots (slot j for GPU j) and n receive slots
 /// (slot i from GPU i), slot k at k × stride (`Host::src`, `Host::recv`).
 struct Side {
@@ -236,21 +209,13 @@ impl Host {
         for i in 0..n {
             sides[i].gpu.ctx.bind_to_thread()?;
             for j in (0..n).filter(|&j| j != i) {
-                let mut can = 0;
-                // SAFETY: plain driver queries and calls on live contexts of this process.
-                unsafe {
-                    sys::cuDeviceCanAccessPeer(&mut can, i as i32, j as i32).result()?;
-                    if can == 0 {
-                        return Err(Error::env(
-                            format!("GPU {i} cannot access GPU {j} as a peer (no NVLink or P2P path)"),
-                            "the ceiling is the peer-to-peer limit; run it on GPUs connected by NVLink",
-                        ));
-                    }
-                    let r = sys::cuCtxEnablePeerAccess(sides[j].gpu.ctx.cu_ctx(), 0);
-                    if r != sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
-                        r.result()?;
-                    }
+                if !cuda::can_access_peer(i, j)? {
+                    return Err(Error::env(
+                        format!("GPU {i} cannot access GPU {j} as a peer (no NVLink or P2P path)"),
+                        "the ceiling is the peer-to-peer limit; run it on GPUs connected by NVLink",
+                    ));
                 }
+                cuda::enable_peer_access(&sides[j].gpu.ctx)?;
             }
         }
         let host = Host { sides, bytes: s.bytes, stride: stride(s.bytes), ctas: s.ctas };
@@ -306,15 +271,12 @@ impl Host {
                         // each side); the stream belongs to the source's context, which has peer
                         // access to the target.
                         unsafe {
-                            sys::cuMemcpyPeerAsync(
-                                self.recv(j, i),
-                                to.gpu.ctx.cu_ctx(),
-                                self.src(i, j),
-                                from.gpu.ctx.cu_ctx(),
+                            cuda::copy_peer_async(
+                                (self.recv(j, i), &to.gpu.ctx),
+                                (self.src(i, j), &from.gpu.ctx),
                                 b as usize,
-                                from.streams[j].cu_stream(),
-                            )
-                            .result()?;
+                                &from.streams[j],
+                            )?
                         }
                     }
                 }

@@ -58,6 +58,78 @@ pub fn driver_cuda_version() -> Result<String> {
     Ok(format!("{}.{}", v / 1000, v % 1000 / 10))
 }
 
+/// Whether GPU `a` can reach GPU `b`'s memory as a peer (NVLink or PCIe peer-to-peer).
+pub fn can_access_peer(a: usize, b: usize) -> Result<bool> {
+    let (mut da, mut db, mut can) = (0, 0, 0);
+    // SAFETY: plain driver queries with out-pointers to locals.
+    unsafe {
+        sys::cuDeviceGet(&mut da, a as i32).result()?;
+        sys::cuDeviceGet(&mut db, b as i32).result()?;
+        sys::cuDeviceCanAccessPeer(&mut can, da, db).result()?;
+    }
+    Ok(can != 0)
+}
+
+/// Lets the context current on this thread reach `peer`'s memory (already enabled is fine).
+pub fn enable_peer_access(peer: &CudaContext) -> Result<()> {
+    // SAFETY: `peer` is a live context of this process.
+    let r = unsafe { sys::cuCtxEnablePeerAccess(peer.cu_ctx(), 0) };
+    if r != sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
+        r.result()?;
+    }
+    Ok(())
+}
+
+/// `bytes` from `src` to `dst` (device address, context) by the copy engines, on `stream`.
+///
+/// # Safety
+/// Both ranges must lie in live allocations of their contexts, `stream` must belong to the source's
+/// context, and that context must have peer access to the destination's.
+pub unsafe fn copy_peer_async(
+    dst: (sys::CUdeviceptr, &CudaContext),
+    src: (sys::CUdeviceptr, &CudaContext),
+    bytes: usize,
+    stream: &CudaStream,
+) -> Result<()> {
+    Ok(sys::cuMemcpyPeerAsync(dst.0, dst.1.cu_ctx(), src.0, src.1.cu_ctx(), bytes, stream.cu_stream()).result()?)
+}
+
+/// cuProfilerStart / cuProfilerStop around `f`.
+pub fn profiled<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: no arguments; a process without a profiler attached ignores them.
+    unsafe { sys::cuProfilerStart() };
+    let out = f();
+    unsafe { sys::cuProfilerStop() };
+    out
+}
+
+/// Device memory from `cuMemAlloc`. Not from a stream-ordered pool (cudarc's `alloc` uses one
+/// where it can): peer access does not reach pool memory, and copies into it were staged through
+/// the host at a tenth of the NVLink rate.
+pub struct DeviceBytes(pub sys::CUdeviceptr, Arc<CudaContext>);
+
+impl DeviceBytes {
+    pub fn new(ctx: &Arc<CudaContext>, bytes: usize) -> Result<DeviceBytes> {
+        ctx.bind_to_thread()?;
+        let mut p = 0;
+        // SAFETY: allocates in the context just made current; freed in Drop.
+        unsafe { sys::cuMemAlloc_v2(&mut p, bytes).result()? };
+        Ok(DeviceBytes(p, ctx.clone()))
+    }
+}
+
+impl Drop for DeviceBytes {
+    fn drop(&mut self) {
+        // SAFETY: allocated by cuMemAlloc in this context and freed once; every stream was
+        // drained after use.
+        unsafe {
+            if self.1.bind_to_thread().is_ok() {
+                let _ = sys::cuMemFree_v2(self.0);
+            }
+        }
+    }
+}
+
 /// The kernel driver's version ("580.159.04"), from /proc.
 pub fn kernel_driver_version() -> String {
     std::fs::read_to_string("/proc/driver/nvidia/version")

@@ -41,10 +41,7 @@ impl Drop for Range {
 
 /// cuProfilerStart / cuProfilerStop around `f` (the capture range of `--profile-size`).
 pub fn captured<T>(f: impl FnOnce() -> T) -> T {
-    unsafe { cudarc::driver::sys::cuProfilerStart() };
-    let out = f();
-    unsafe { cudarc::driver::sys::cuProfilerStop() };
-    out
+    crate::cuda::profiled(f)
 }
 
 #[cfg(test)]

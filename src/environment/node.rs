@@ -5,7 +5,6 @@ use crate::cuda::{self, Gpu};
 use crate::error::Result;
 use crate::nccl;
 use crate::results::{Env, Gin, Gpu as GpuInfo};
-use cudarc::driver::sys;
 
 pub struct NodeReport {
     pub env: Env,
@@ -46,7 +45,6 @@ pub fn collect() -> NodeReport {
 }
 
 fn peer_matrix(n: usize) -> Vec<Vec<bool>> {
-    let dev = |i: usize| cudarc::driver::result::device::get(i as i32).ok();
     (0..n)
         .map(|i| {
             (0..n)
@@ -54,12 +52,7 @@ fn peer_matrix(n: usize) -> Vec<Vec<bool>> {
                     if i == j {
                         return true;
                     }
-                    let (Some(a), Some(b)) = (dev(i), dev(j)) else {
-                        return false;
-                    };
-                    let mut can = 0;
-                    unsafe { sys::cuDeviceCanAccessPeer(&mut can, a, b) };
-                    can != 0
+                    crate::cuda::can_access_peer(i, j).unwrap_or(false)
                 })
                 .collect()
         })

@@ -238,7 +238,26 @@ fn bindings(inp: &Inputs) {
             .map_err(|e| format!("bindgen over nccl.h failed: {e}"))?;
         bindings.write_to_file(dir.join("nccl_bindings.rs")).map_err(|e| format!("writing bindings: {e}"))
     });
+
+    // The constants the kernels and the Rust side share (src/kernels/config.h).
+    let mut key = inp.key_with_script("kernel-config");
+    key.add_file(Path::new(KERNEL_CONFIG)).unwrap_or_else(|e| fail(&format!("{KERNEL_CONFIG}: {e}")));
+    for v in ["LIBCLANG_PATH", "BINDGEN_EXTRA_CLANG_ARGS"] {
+        key.add_str(&env::var(v).unwrap_or_default());
+    }
+    key.add_file(Path::new("Cargo.lock")).ok();
+    inp.cached("bindgen config.h", &key, &["kernel_config.rs"], |dir| {
+        bindgen::Builder::default()
+            .header(KERNEL_CONFIG)
+            .allowlist_var("GB_.*")
+            .generate()
+            .map_err(|e| format!("bindgen over {KERNEL_CONFIG} failed: {e}"))?
+            .write_to_file(dir.join("kernel_config.rs"))
+            .map_err(|e| format!("writing kernel_config.rs: {e}"))
+    });
 }
+
+const KERNEL_CONFIG: &str = "src/kernels/config.h";
 
 /// Every src/kernels/*.cu into a fatbin (one nvcc per file, NUM_JOBS at a time), and
 /// OUT_DIR/kernels.rs, the table that embeds them.

@@ -5,6 +5,11 @@ use cudarc::driver::{sys, CudaContext, CudaEvent, CudaFunction, CudaModule, Cuda
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// The constants the kernels and this side share, from src/kernels/config.h.
+pub mod config {
+    include!(concat!(env!("OUT_DIR"), "/kernel_config.rs"));
+}
+
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
 }
@@ -143,9 +148,8 @@ pub fn kernel_driver_version() -> String {
         .unwrap_or_default()
 }
 
-/// Threads per CTA of every kernel: src/kernels/device_compat.cuh's GB_THREADS, which their
-/// launch bounds name.
-pub const THREADS: u32 = 512;
+/// Threads per CTA of every kernel (config.h's GB_THREADS, which their launch bounds name).
+pub const THREADS: u32 = config::GB_THREADS;
 
 /// CTAs of the untimed kernels that fill and check buffers with grid-stride loops: two per SM of
 /// a 132-SM H100 or H200, a wave of the GPU.

@@ -1,7 +1,7 @@
 //! `nvl-simple` (-D 1), `nvl` (-D 2), `nvl-ll` (-D 5), `nvl-pull` (-D 7) and `nvl-ll128` (-D 11): alltoall
 //! over NVLink through NCCL's device API. Kernels in src/kernels/nvl.cu.
 use super::{Impl, InPlace, Rank};
-use crate::cuda::{Gpu, THREADS};
+use crate::cuda::{config, Gpu, THREADS};
 use crate::error::Result;
 use crate::nccl::{compat, compat::DevComm, SymBuffer};
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
@@ -10,10 +10,10 @@ use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, LaunchConfig, PushKerne
 /// largest block per peer is half of it.
 const LL_CAP: u64 = 128 << 10;
 
-/// nvl-ll128 moves a block in items of 4 packs, each 480 payload bytes in 512 staging bytes
-/// (src/kernels/nvl.cu, namespace ll128).
-const LL128_ITEM_DATA: u64 = 4 * 480;
-const LL128_ITEM_STAGING: u64 = 4 * 512;
+/// nvl-ll128 moves a block in items of packs, each pack's payload in its staging bytes
+/// (src/kernels/config.h).
+const LL128_ITEM_DATA: u64 = (config::GB_LL128_UNROLL * config::GB_LL128_PACK_DATA) as u64;
+const LL128_ITEM_STAGING: u64 = (config::GB_LL128_UNROLL * config::GB_LL128_PACK) as u64;
 /// Largest block per peer nvl-ll128 carries: 8 MB per rank on 2 GPUs, 16 MB on 4.
 const LL128_MAX_BYTES_PER_PEER: u64 = 4 << 20;
 

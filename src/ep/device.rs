@@ -3,13 +3,13 @@
 use super::routing::Routing;
 use super::shape::{Payload, Shape};
 use super::Received;
-use crate::cuda::{grid, Gpu, THREADS, WAVE};
+use crate::cuda::{config, grid, Gpu, THREADS, WAVE};
 use crate::error::Result;
 use crate::harness::check::Break;
 use cudarc::driver::{sys, CudaFunction, CudaSlice, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
 
-/// Tokens per chunk of the deterministic layout (EP_CHUNK).
-pub const CHUNK: usize = 32;
+/// Tokens per chunk of the deterministic layout.
+pub const CHUNK: usize = config::GB_EP_CHUNK as usize;
 
 /// Mirrors `EpArgs` in src/kernels/ep.cu.
 #[repr(C)]
@@ -118,7 +118,8 @@ impl Buf {
     /// Every bit set, in stream order (no host sync): what `gb_ep_verify_combine` expects past
     /// the valid rows.
     pub fn poison(&self, gpu: &Gpu) -> Result<()> {
-        unsafe { cudarc::driver::result::memset_d8_async(self.ptr, 0xff, self.bytes, gpu.stream.cu_stream()) }?;
+        let byte = config::GB_EP_POISON_BYTE as u8;
+        unsafe { cudarc::driver::result::memset_d8_async(self.ptr, byte, self.bytes, gpu.stream.cu_stream()) }?;
         Ok(())
     }
 }

@@ -1,15 +1,17 @@
 //! The host reference of a dispatch: from every rank's routing, what each rank must receive, in
 //! which layout, and how many bytes each pair of ranks exchanges.
 use super::routing::Routing;
+use crate::cuda::config::{GB_EP_DESC_SLOT_BITS as SLOT_BITS, GB_EP_DESC_TOKEN_BITS as TOKEN_BITS};
 
 /// Receive descriptor of one row: source rank, source token, top-k slot. The kernels write the
-/// same encoding (src/kernels/ep.cu `gb_ep_desc`).
+/// same encoding (src/kernels/ep_common.cuh `gb_ep_desc`).
 pub fn desc(src: usize, token: usize, k: usize) -> u32 {
-    ((src as u32) << 20) | ((token as u32) << 4) | k as u32
+    ((src as u32) << (TOKEN_BITS + SLOT_BITS)) | ((token as u32) << SLOT_BITS) | k as u32
 }
 
 pub fn undesc(d: u32) -> (usize, usize, usize) {
-    ((d >> 20) as usize, ((d >> 4) & 0xffff) as usize, (d & 0xf) as usize)
+    let field = |shift: u32, bits: u32| ((d >> shift) & ((1 << bits) - 1)) as usize;
+    ((d >> (TOKEN_BITS + SLOT_BITS)) as usize, field(SLOT_BITS, TOKEN_BITS), field(0, SLOT_BITS))
 }
 
 /// Every rank's routing, as any rank can rebuild it.

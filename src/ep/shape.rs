@@ -1,4 +1,5 @@
 //! The MoE layer an EP run models: presets, overrides, and the bytes one token carries.
+use crate::cuda::config;
 use crate::error::{Error, Result};
 
 /// Hidden size, top-k, experts; fixed for a run. Tokens per rank are swept.
@@ -59,14 +60,13 @@ impl Payload {
 }
 
 /// Channels sharing one FP8 scale.
-pub const FP8_GROUP: usize = 128;
+pub const FP8_GROUP: usize = config::GB_EP_FP8_GROUP as usize;
 /// Largest hidden size: above the largest layers in use (DeepSeek-V3's is 7168), and small enough
 /// that a row's bytes times the tokens stay far from overflow.
 pub const MAX_HIDDEN: usize = 65536;
-/// Largest top-k: the receive descriptor keeps k in 4 bits.
-pub const MAX_TOPK: usize = 15;
-/// Largest tokens per rank: the descriptor keeps the token index in 16 bits.
-pub const MAX_TOKENS: usize = 65535;
+/// Largest top-k and tokens per rank: what the receive descriptor's fields hold.
+pub const MAX_TOPK: usize = (1 << config::GB_EP_DESC_SLOT_BITS) - 1;
+pub const MAX_TOKENS: usize = (1 << config::GB_EP_DESC_TOKEN_BITS) - 1;
 /// Most experts: the layout kernel keeps a 4-byte mask per expert in shared memory.
 pub const MAX_EXPERTS: usize = 16384;
 

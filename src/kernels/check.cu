@@ -11,6 +11,8 @@
 // is "bound for rank 0".
 #include <stdint.h>
 
+#include "grid.cuh"
+
 #include "splitmix.cuh"
 
 namespace {
@@ -36,12 +38,10 @@ __device__ __forceinline__ T expected(uint32_t seed, uint32_t rank, uint64_t c, 
   return pattern<T>(seed, uint32_t(j), rank, base + uint64_t(rank) * c + k);
 }
 
-__device__ __forceinline__ uint64_t tid() { return uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ __forceinline__ uint64_t nthreads() { return uint64_t(gridDim.x) * blockDim.x; }
 
 template <typename T>
 __device__ void fill(T* buf, uint64_t count, uint64_t c, uint32_t seed, uint32_t rank, uint64_t base) {
-  for (uint64_t i = tid(); i < count; i += nthreads()) buf[i] = filled<T>(seed, rank, c, base, i);
+  for (uint64_t i = gb_tid(); i < count; i += gb_nthreads()) buf[i] = filled<T>(seed, rank, c, base, i);
 }
 
 // Poison each receive element with the complement of its expected value, so an element the
@@ -49,17 +49,17 @@ __device__ void fill(T* buf, uint64_t count, uint64_t c, uint32_t seed, uint32_t
 template <typename T>
 __device__ void poison(T* buf, uint64_t c, uint32_t nranks, uint32_t seed, uint32_t rank, uint64_t base) {
   uint64_t count = c * nranks;
-  for (uint64_t i = tid(); i < count; i += nthreads()) buf[i] = T(~expected<T>(seed, rank, c, base, i));
+  for (uint64_t i = gb_tid(); i < count; i += gb_nthreads()) buf[i] = T(~expected<T>(seed, rank, c, base, i));
 }
 
 // Count the elements i < count for which bad(i); grid-stride with a uniform trip count per warp
 // so the ballot sees full warps.
 template <typename Bad>
 __device__ void count_bad(uint64_t count, Bad bad, unsigned long long* wrong) {
-  uint64_t stride = nthreads();
+  uint64_t stride = gb_nthreads();
   uint64_t rounds = (count + stride - 1) / stride;
   for (uint64_t r = 0; r < rounds; r++) {
-    uint64_t i = r * stride + tid();
+    uint64_t i = r * stride + gb_tid();
     unsigned mask = __ballot_sync(0xffffffffu, i < count && bad(i));
     if ((threadIdx.x & 31) == 0 && mask) atomicAdd(wrong, (unsigned long long)__popc(mask));
   }

@@ -7,6 +7,9 @@
 #include <nccl_device.h>
 #include <stdint.h>
 
+#include "config.h"
+#include "grid.cuh"
+
 #ifndef GB_NCCL_CFGS
 #error "compile through build.rs, which defines GB_NCCL_* from the NCCL version table"
 #endif
@@ -44,12 +47,6 @@ __device__ inline void gb_rebase_gin_barriers(ncclDevComm const& dc, int n) {
   }
 #endif
 }
-
-// Threads per CTA of every device alltoall kernel (the launch must use the same number).
-#define GB_THREADS 512
-
-__device__ __forceinline__ uint64_t gb_tid() { return uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ __forceinline__ uint64_t gb_nthreads() { return uint64_t(gridDim.x) * blockDim.x; }
 
 // Per-CTA launch epochs kept in device memory, so a captured CUDA graph replays correctly:
 // epochs[blockIdx.x] holds the CTA's last launch; this launch is that + 1. Every rank must keep

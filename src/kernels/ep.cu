@@ -23,9 +23,9 @@ extern "C" __global__ void gb_ep_fill(__nv_bfloat16* x, EpArgs a, uint32_t seed)
 // BF16 [T][H] -> rows of H e4m3 bytes then H/128 f32 scales (dequantized = q * scale). A warp
 // per (token, group of 128 channels), 4 channels per lane.
 extern "C" __global__ void __launch_bounds__(GB_THREADS) gb_ep_quantize(const __nv_bfloat16* x, uint8_t* q, EpArgs a) {
-  const int groups = a.hidden / EP_GROUP, lane = threadIdx.x & 31;
+  const int groups = a.hidden / GB_EP_FP8_GROUP, lane = threadIdx.x & 31;
   for (int w = warp_id(); w < a.tokens * groups; w += warp_count()) {
-    const int t = w / groups, g = w % groups, h = g * EP_GROUP + lane * 4;
+    const int t = w / groups, g = w % groups, h = g * GB_EP_FP8_GROUP + lane * 4;
     const __nv_bfloat162* src = (const __nv_bfloat162*)(x + size_t(t) * a.hidden + h);
     float scale;
     uint8_t* row = q + size_t(t) * a.row;
@@ -34,14 +34,14 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS) gb_ep_quantize(const __
   }
 }
 
-// Deterministic layout, pass 1: a warp per chunk of EP_CHUNK (= 32) tokens, lane i holding the
+// Deterministic layout, pass 1: a warp per chunk of GB_EP_CHUNK (= 32) tokens, lane i holding the
 // chunk's token i. Per chunk: counts per key (E experts, then R ranks); each selection's rank
 // among the chunk's selections of its expert; each token's rank among the chunk's tokens bound
 // for rank d (-1: not bound there). A token's top-k experts are distinct, so a selection's rank
 // is the number of earlier tokens that chose the same expert: the warp ORs each token's bit into
 // a per-expert mask (shared memory, E words per warp) and counts with popc. Chunks are
 // independent, so all of them run at once instead of one after another per CTA.
-static_assert(EP_CHUNK == 32, "the layout kernel maps a chunk's tokens to a warp's lanes");
+static_assert(GB_EP_CHUNK == 32, "the layout kernel maps a chunk's tokens to a warp's lanes");
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_ep_layout_chunks(const int* idx, EpArgs a, int* chunk_cnt, int* sel_local, int* tok_local) {
   extern __shared__ unsigned tok_mask[];  // [warps in the CTA][E]: tokens of the chunk per expert
@@ -49,9 +49,9 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   unsigned* mask = tok_mask + size_t(threadIdx.x >> 5) * E;
   for (int e = lane; e < E; e += 32) mask[e] = 0;
   const unsigned before = (1u << lane) - 1;
-  const int chunks = (a.tokens + EP_CHUNK - 1) / EP_CHUNK;
+  const int chunks = (a.tokens + GB_EP_CHUNK - 1) / GB_EP_CHUNK;
   for (int c = warp_id(); c < chunks; c += warp_count()) {
-    const int t = c * EP_CHUNK + lane;
+    const int t = c * GB_EP_CHUNK + lane;
     const bool valid = t < a.tokens;
     // Ranks this token goes to. The per-rank keys hold only ranks below 64: the HT kernels, which
     // read them, refuse more ranks; `host` (any rank count) reads only the expert keys.
@@ -91,7 +91,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_ep_layout_scan(const int* chunk_cnt, EpArgs a, int* chunk_base, int* totals, int* expert_off,
                       unsigned* ticket) {
-  const int keys = a.experts + a.ranks, chunks = (a.tokens + EP_CHUNK - 1) / EP_CHUNK;
+  const int keys = a.experts + a.ranks, chunks = (a.tokens + GB_EP_CHUNK - 1) / GB_EP_CHUNK;
   const int lane = threadIdx.x & 31, per = (chunks + 31) / 32;
   const int c0 = min(chunks, lane * per), c1 = min(chunks, c0 + per);
   for (int key = warp_id(); key < keys; key += warp_count()) {
@@ -156,7 +156,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 __device__ __forceinline__ size_t expert_row(const EpArgs& a, int t, int k, int e, const int* sel_local,
                                              const int* chunk_base, const int* expert_off) {
   const int keys = a.experts + a.ranks;
-  return size_t(expert_off[e]) + chunk_base[size_t(t / EP_CHUNK) * keys + e] + sel_local[size_t(t) * a.topk + k];
+  return size_t(expert_off[e]) + chunk_base[size_t(t / GB_EP_CHUNK) * keys + e] + sel_local[size_t(t) * a.topk + k];
 }
 
 // Rows of the receive layouts: `groups` groups of `group_rows` rows, group g holding counts[g]
@@ -199,7 +199,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
       float m = 0.f;
       for (int i = 0; i < n; i++)
         if (s[i].expert >= 0) m += s[i].weight * gb_ep_gain(s[i].expert + shift, h);
-      y[r * a.hidden + h] = __float2bfloat16(gb_ep_value(d >> 20, (d >> 4) & 0xffff, h, seed) * m);
+      y[r * a.hidden + h] = __float2bfloat16(gb_ep_value(gb_ep_desc_src(d), gb_ep_desc_token(d), h, seed) * m);
     }
   }
 }
@@ -217,7 +217,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS) gb_ep_verify_rows(const
   unsigned long long bad = 0;
   for (size_t r = warp_id(); r < size_t(rs.groups) * rs.group_rows; r += warp_count()) {
     if (!row_valid(rs, r)) continue;
-    const uint32_t d = desc[r], src = d >> 20, t = (d >> 4) & 0xffff;
+    const uint32_t d = desc[r], src = gb_ep_desc_src(d), t = gb_ep_desc_token(d);
     const uint8_t* row = rows + r * a.row;
     if (!a.fp8) {
       for (int h = lane; h < a.hidden; h += 32) {
@@ -227,8 +227,8 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS) gb_ep_verify_rows(const
       continue;
     }
     // Lane i: channels 4i..4i+3 of each group, as quantize_group takes them.
-    for (int g = 0; g < a.hidden / EP_GROUP; g++) {
-      const int h = g * EP_GROUP + lane * 4;
+    for (int g = 0; g < a.hidden / GB_EP_FP8_GROUP; g++) {
+      const int h = g * GB_EP_FP8_GROUP + lane * 4;
       float v[4];
       for (int i = 0; i < 4; i++) v[i] = gb_ep_value(src, t, h + i, seed);
       float want_scale;
@@ -258,7 +258,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS) gb_ep_verify_rows(const
 // Rows from `guard` to `cap` (the buffer's rows) must still hold the poison written before the
 // combines (every bit set: a BF16 NaN no reduction produces), so a combine that writes a token
 // past `a.tokens` is counted too.
-#define EP_POISON 0xffffu  // src/ep/device.rs Buf::poison
+#define EP_POISON ((GB_EP_POISON_BYTE << 8) | GB_EP_POISON_BYTE)  // both bytes of a BF16 (Buf::poison)
 extern "C" __global__ void gb_ep_verify_combine(const __nv_bfloat16* out, EpArgs a, const int* idx, const float* w,
                                                 uint32_t seed, int guard, int cap, unsigned long long* wrong) {
   unsigned long long bad = 0;
@@ -340,7 +340,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   // Parts per row: enough for every warp to have one, none shorter than one round of loads, in
   // units the send takes whole: BF16 32-vector lines (a round: EP_UNROLL lines); FP8 128-channel
   // groups, quantized on the way (a round: EP_QROUND groups).
-  const int vecs = a.row / 16, units = a.fp8 ? a.hidden / EP_GROUP : (vecs + 31) / 32;
+  const int vecs = a.row / 16, units = a.fp8 ? a.hidden / GB_EP_FP8_GROUP : (vecs + 31) / 32;
   const int round = a.fp8 ? EP_QROUND : EP_UNROLL;
   const int parts = max(1, min(warp_count() / max(1, a.tokens), (units + round - 1) / round));
   const int part_units = (units + parts - 1) / parts;
@@ -512,7 +512,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
       uint8_t *dst = nullptr, *meta = nullptr;
       const int p = d < R ? tok_local[size_t(t) * R + d] : -1;
       if (p >= 0) {
-        const size_t r = size_t(offs[d]) + chunk_base[size_t(t / EP_CHUNK) * keys + a.experts + d] + p;
+        const size_t r = size_t(offs[d]) + chunk_base[size_t(t / GB_EP_CHUNK) * keys + a.experts + d] + p;
         dst = (uint8_t*)ncclGetLsaPointer(recv, r * a.row, d);
         meta = (uint8_t*)ncclGetLsaPointer(recv, meta_off + r * meta_bytes, d);
       }
@@ -548,7 +548,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
         const int e = lane < a.topk ? idx[t * a.topk + lane] : -1;
         const int d = e >= 0 ? e / a.local : -1;
         if (!first_lane_for(d, lane)) return TokenSource{nullptr, 0.f};
-        const size_t r = size_t(offs[d]) + chunk_base[size_t(t / EP_CHUNK) * keys + a.experts + d] +
+        const size_t r = size_t(offs[d]) + chunk_base[size_t(t / GB_EP_CHUNK) * keys + a.experts + d] +
                          tok_local[size_t(t) * R + d];
         return TokenSource{(const __nv_bfloat16*)ncclGetLsaPointer(ywin, r * 2 * H, d), 1.f};
       },

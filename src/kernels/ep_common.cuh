@@ -17,17 +17,21 @@ struct EpArgs {
   int local;  // experts per rank
   int ranks;
   int rank;
-  int row;  // bytes of one dispatched row: BF16 2H, FP8 H + 4H/128 (multiple of 16)
+  int row;  // bytes of one dispatched row: BF16 2H, FP8 H + 4H/128 padded to a multiple of 16
   int fp8;
 };
 static_assert(sizeof(EpArgs) == 40, "EpArgs layout changed: update src/ep/device.rs Args");
 
-#define EP_CHUNK 32  // tokens per chunk of the deterministic layout
-#define EP_GROUP 128  // channels per FP8 scale
-
 // Receive descriptor: source rank, token, top-k slot (src/ep/reference.rs `desc`).
-__device__ __forceinline__ uint32_t gb_ep_desc(int s, int t, int k) { return (uint32_t(s) << 20) | (t << 4) | k; }
-__device__ __forceinline__ int gb_ep_desc_token(uint32_t desc) { return int((desc >> 4) & 0xffff); }
+constexpr int EP_DESC_SRC_SHIFT = GB_EP_DESC_TOKEN_BITS + GB_EP_DESC_SLOT_BITS;
+__device__ __forceinline__ uint32_t gb_ep_desc(int s, int t, int k) {
+  return (uint32_t(s) << EP_DESC_SRC_SHIFT) | (uint32_t(t) << GB_EP_DESC_SLOT_BITS) | uint32_t(k);
+}
+__device__ __forceinline__ int gb_ep_desc_src(uint32_t desc) { return int(desc >> EP_DESC_SRC_SHIFT); }
+__device__ __forceinline__ int gb_ep_desc_token(uint32_t desc) {
+  return int((desc >> GB_EP_DESC_SLOT_BITS) & ((1u << GB_EP_DESC_TOKEN_BITS) - 1));
+}
+__device__ __forceinline__ int gb_ep_desc_slot(uint32_t desc) { return int(desc & ((1u << GB_EP_DESC_SLOT_BITS) - 1)); }
 
 // Token values: a hash of (seed, source rank, token, channel) onto 251 levels, exact in BF16 (7
 // significant bits), so any rank can check any row it receives, a stale row from another seed
@@ -221,7 +225,7 @@ __device__ __forceinline__ void warp_send_fp8(uint8_t* my_dst, const __nv_bfloat
     uint2 v[EP_QROUND];
 #pragma unroll
     for (int u = 0; u < EP_QROUND; u++)
-      if (u < n) v[u] = __ldg((const uint2*)(src + size_t(gb + u) * EP_GROUP) + lane);
+      if (u < n) v[u] = __ldg((const uint2*)(src + size_t(gb + u) * GB_EP_FP8_GROUP) + lane);
     uint32_t q[EP_QROUND];
     float my_scale = 0.f;  // lane u: group gb + u's
 #pragma unroll
@@ -237,7 +241,7 @@ __device__ __forceinline__ void warp_send_fp8(uint8_t* my_dst, const __nv_bfloat
       uint8_t* d = (uint8_t*)__shfl_sync(~0u, (unsigned long long)my_dst, __ffs(m) - 1);
 #pragma unroll
       for (int u = 0; u < EP_QROUND; u++)
-        if (u < n) ((uint32_t*)(d + size_t(gb + u) * EP_GROUP))[lane] = q[u];
+        if (u < n) ((uint32_t*)(d + size_t(gb + u) * GB_EP_FP8_GROUP))[lane] = q[u];
       if (lane < n) ((float*)(d + hidden))[gb + lane] = my_scale;
     }
   }
@@ -378,7 +382,8 @@ __device__ __forceinline__ uint32_t begin_epoch(uint32_t* state) { return gb_beg
 __device__ __forceinline__ void end_epoch(uint32_t* state, uint32_t epoch) { gb_end_epoch(state + 1, epoch); }
 // Every CTA calls this once its stores to peers are issued. True in exactly one CTA, the last to
 // arrive; by then every CTA's earlier stores are visible system-wide, so a release store that
-// follows publishes all of them.
+// follows publishes all of them. state[0] counts arrivals over every launch, so every launch on
+// one state must use the same grid (the EP impls fix their CTAs when they are made).
 __device__ bool last_cta(uint32_t* state, uint32_t epoch) {
   __shared__ int s_last;
   __syncthreads();

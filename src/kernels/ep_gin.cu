@@ -196,8 +196,8 @@ __device__ void ll_combine(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const E
     }
     const size_t r = lo * cap + (g - pre[lo]);
     const uint32_t d = b.src_info[r];
-    const int owner = d >> 20;
-    const size_t there = slot_off(d & 0xf, (d >> 4) & 0xffff);
+    const int owner = gb_ep_desc_src(d);
+    const size_t there = slot_off(gb_ep_desc_slot(d), gb_ep_desc_token(d));
     if (P.lsa(owner))
       warp_send(lane == 0 ? (uint8_t*)P.lsa_ptr(b.cbuf, there, owner) : nullptr, y + r * H, int(rowb), lane);
     else
@@ -236,7 +236,7 @@ __device__ void ll_combine(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const E
 // and its slot in the combine window: rows go and come back as ranges of consecutive positions.
 
 __device__ __forceinline__ size_t ht_position(const EpArgs& a, const EpGinBufs& b, int t, int d) {
-  return size_t(b.chunk_base[size_t(t / EP_CHUNK) * (a.experts + a.ranks) + a.experts + d]) +
+  return size_t(b.chunk_base[size_t(t / GB_EP_CHUNK) * (a.experts + a.ranks) + a.experts + d]) +
          b.tok_local[size_t(t) * a.ranks + d];
 }
 
@@ -275,7 +275,7 @@ __device__ void ht_notify(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const Ep
   if (threadIdx.x == 0) b.nstate[0] = epoch;
 }
 
-// Dispatch: a CTA per chunk of EP_CHUNK tokens. Its warps write each token once per destination
+// Dispatch: a CTA per chunk of GB_EP_CHUNK tokens. Its warps write each token once per destination
 // rank (with its metadata): node peers at the final row over NVLink, network peers into the send
 // window at the token's position. The chunk's rows for a network peer are consecutive on both
 // sides, so one put carries them and one their metadata (each adding its rows to the signal).
@@ -284,10 +284,10 @@ __device__ void ht_dispatch(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const 
   const uint32_t epoch = begin_epoch(b.state), par = epoch & 1;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int R = a.ranks, mb = b.meta_bytes;
-  const int chunks = (a.tokens + EP_CHUNK - 1) / EP_CHUNK;
+  const int chunks = (a.tokens + GB_EP_CHUNK - 1) / GB_EP_CHUNK;
   auto send_row = [&](int d, size_t q) { return (size_t(d) * a.max_tokens + q); };
   for (int c = blockIdx.x; c < chunks; c += gridDim.x) {
-    const int t0 = c * EP_CHUNK, t1 = min(a.tokens, t0 + EP_CHUNK);
+    const int t0 = c * GB_EP_CHUNK, t1 = min(a.tokens, t0 + GB_EP_CHUNK);
     for (int t = t0 + warp; t < t1; t += warps) {
       for (int d0 = 0; d0 < R; d0 += 32) {  // lane j: destination d0 + j
         const int d = d0 + lane;
@@ -337,7 +337,7 @@ __device__ void ht_dispatch(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const 
 }
 
 // Combine: the rows received from a source are consecutive, in its position order; a CTA takes
-// EP_CHUNK of them (sources rank-rotated against incast) and returns them, pre-weighted, to that
+// GB_EP_CHUNK of them (sources rank-rotated against incast) and returns them, pre-weighted, to that
 // source's slots (this rank, position): stored over NVLink or put in one piece. Every CTA then
 // waits for the node's flags and the signal (padded to max_tokens per peer), and sums each
 // token's partial rows (fp32 -> BF16).
@@ -351,11 +351,11 @@ __device__ void ht_combine(Net& net, EpPeers<HYBRID> P, const EpArgs& a, const E
   const int* first = b.offs + R + 1;
   int most = 0;
   for (int s = 0; s < R; s++) most = max(most, first[s + 1] - first[s]);
-  const int pieces = (most + EP_CHUNK - 1) / EP_CHUNK;
+  const int pieces = (most + GB_EP_CHUNK - 1) / GB_EP_CHUNK;
   const __nv_bfloat16* y = (const __nv_bfloat16*)ncclGetLocalPointer(b.y, 0);
   for (int item = blockIdx.x; item < pieces * R; item += gridDim.x) {
-    const int src = (item + a.rank) % R, q0 = item / R * EP_CHUNK;
-    const int n = min(EP_CHUNK, first[src + 1] - first[src] - q0);
+    const int src = (item + a.rank) % R, q0 = item / R * GB_EP_CHUNK;
+    const int n = min(GB_EP_CHUNK, first[src + 1] - first[src] - q0);
     if (n <= 0) continue;
     const size_t r0 = first[src] + q0;
     if (P.lsa(src)) {

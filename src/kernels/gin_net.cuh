@@ -110,6 +110,9 @@ struct EmuNet {
   template <class Coop>
   __device__ void putAdd(Coop coop, int peer, ncclWindow_t dst, size_t dstOff, ncclWindow_t src, size_t srcOff,
                          size_t bytes, uint32_t sig, uint64_t value) {
+    // 16-byte copies: every put of the protocols is whole vectors at 16-byte offsets. A put that
+    // is not stops here rather than move fewer bytes than GIN would.
+    if ((bytes | dstOff | srcOff) % 16 != 0) __trap();
     const uint4* s = (const uint4*)ncclGetLocalPointer(src, srcOff);
     uint4* d = (uint4*)ncclGetLsaPointer(dst, dstOff, peer);
     coop.sync();  // the coop's stores to the source are complete (as GIN's put assumes)

@@ -115,6 +115,7 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
   const int me = dc.lsaRank, n = dc.lsaSize;
   const size_t lines = bytes / 8;  // per peer
   const size_t total = size_t(n) * lines;
+  if (lines * 16 > cap) __trap();  // the host refuses blocks over cap / 2 (16 staging bytes per 8)
 
   const uint2* src = (const uint2*)ncclGetLocalPointer(sendwin, sendoff);
   for (size_t g = gb_tid(); g < total; g += gb_nthreads()) {
@@ -151,13 +152,14 @@ extern "C" __global__ void __launch_bounds__(GB_THREADS)
 // sends all its items before it receives any, and a CTA may wait on data sent by another CTA of
 // the peer, so the whole grid must be resident (the default grid is at most one CTA per SM).
 namespace ll128 {
-constexpr int PACK = 512;       // staging bytes one warp-wide store covers: 4 lines
-constexpr int PACK_DATA = 480;  // payload in them: 4 x (7 x 16 + 8)
+constexpr int PACK = GB_LL128_PACK;            // staging bytes one warp-wide store covers: 4 lines
+constexpr int PACK_DATA = GB_LL128_PACK_DATA;  // payload in them: 4 x (7 x 16 + 8)
+static_assert(PACK == 4 * 128 && PACK_DATA == 4 * (7 * 16 + 8), "a pack is 4 lines of 7 vectors, 8 bytes and a flag");
 }  // namespace ll128
 
 // On 2×H200, 2 or 8 packs per item, volatile instead of relaxed accesses, and polling one pack
 // before loading all gave the same times within noise (results/h200x2/ll128/README.md).
-template <int UNROLL>  // packs per work item (src/alltoall/nvl.rs: LL128_ITEM_*)
+template <int UNROLL>  // packs per work item
 __device__ void nvl_ll128(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
                           ncclWindow_t llwin, size_t cap, uint32_t* epochs, ncclDevComm const& dc) {
   using namespace ll128;
@@ -175,6 +177,9 @@ __device__ void nvl_ll128(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t rec
 
   constexpr size_t ITEM = UNROLL * PACK_DATA;
   const size_t items = (bytes + ITEM - 1) / ITEM;  // per peer
+  // The host sizes `cap` from the same constants and refuses larger blocks; staging past it would
+  // land in the next source's slot.
+  if (items * UNROLL * PACK > cap) __trap();
   const size_t work = size_t(n) * items;            // (peer, item) pairs, this rank's own block included
   const size_t warp = gb_tid() >> 5, nwarps = gb_nthreads() >> 5;
   const char* src = (const char*)ncclGetLocalPointer(sendwin, sendoff);
@@ -217,7 +222,9 @@ __device__ void nvl_ll128(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t rec
       }
       if (flag_lane) v[u].z = v[u].w = flag;
     }
-    __syncwarp();  // one store instruction per pack for the whole warp
+    // Reconverged, the warp issues each pack's 32 stores as one 512-byte instruction, so a line
+    // and its flag become visible together (the assumption NCCL's LL128 makes too).
+    __syncwarp();
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) gb_st_relaxed_sys_v4(stage + u * 32 + lane, v[u]);
   }
@@ -256,5 +263,5 @@ __device__ void nvl_ll128(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t rec
 extern "C" __global__ void __launch_bounds__(GB_THREADS)
     gb_nvl_ll128(ncclWindow_t sendwin, size_t sendoff, ncclWindow_t recvwin, size_t recvoff, size_t bytes,
                  ncclWindow_t llwin, size_t cap, uint32_t* epochs, ncclDevComm dc) {
-  nvl_ll128<4>(sendwin, sendoff, recvwin, recvoff, bytes, llwin, cap, epochs, dc);
+  nvl_ll128<GB_LL128_UNROLL>(sendwin, sendoff, recvwin, recvoff, bytes, llwin, cap, epochs, dc);
 }

@@ -1,10 +1,9 @@
 // The data path: puts, puts with a signal, signal-only, inline puts, gets, flushes, completion.
 //
 // Ordering. GIN (2.28.9) makes every signal strong: once a signal is visible, every earlier put
-// and signal of the same context to the same peer is visible. Each (context, peer) is a Lane, and
-// the lanes to one peer share a Route, one timeline (a CUDA stream of the sending GPU): a put's
-// copy goes on it, and the signal write that follows is ordered after everything issued on that
-// route so far (objects.h says why one per peer, not per lane). Unsignalled puts carry no
+// and signal of the same context to the same peer is visible. Each (context, peer) is a Lane with
+// one timeline (a CUDA stream of the sending GPU): a put's copy goes on it, and the signal write
+// that follows is ordered after everything issued on that lane so far. Unsignalled puts carry no
 // ordering promise, which is where chaos (chaos.h) is free to hold, split and shuffle them; a
 // signal first releases every held piece of its lane.
 //
@@ -125,15 +124,14 @@ int helperDevice(const CollComm& c, int own) {
   return -1;
 }
 
-// The lane's timeline (its route's), on the device mover when device memory is involved. A
-// route starts on the host mover and moves to a device stream at its first device op; host ops
-// are complete when issued, so nothing is lost in the switch. Routes to peers run on this rank's
-// GPU (it pushes); the route to self runs on a helper GPU where there is one (helperDevice()).
+// The lane's timeline, on the device mover when device memory is involved. A lane starts on
+// the host mover and moves to a device stream at its first device op; host ops are complete
+// when issued, so nothing is lost in the switch. Lanes to peers run on this rank's GPU (it
+// pushes); the lane to self runs on a helper GPU where there is one (helperDevice()).
 Result laneTimeline(CollComm& c, Lane& lane, const HeldChunk& piece, Timeline** out) {
-  Route& route = *lane.route;
   bool device = piece.srcDevice >= 0 || piece.dstDevice >= 0;
-  if (route.timeline && (!device || !route.timeline->mover->synchronous())) {
-    *out = route.timeline.get();
+  if (lane.timeline && (!device || !lane.timeline->mover->synchronous())) {
+    *out = lane.timeline.get();
     return kSuccess;
   }
   std::unique_ptr<Timeline> t;
@@ -151,9 +149,9 @@ Result laneTimeline(CollComm& c, Lane& lane, const HeldChunk& piece, Timeline** 
   } else if (Result r = hostMover().newTimeline(-1, &t); r != kSuccess) {
     return r;
   }
-  if (route.timeline) route.retired.push_back(std::move(route.timeline));
-  route.timeline = std::move(t);
-  *out = route.timeline.get();
+  if (lane.timeline) lane.retired.push_back(std::move(lane.timeline));
+  lane.timeline = std::move(t);
+  *out = lane.timeline.get();
   return kSuccess;
 }
 
@@ -333,9 +331,8 @@ Result writeSignal(CollComm& c, int dest, Lane* lane, Request* req, const RegEnt
     if (Result r = m->newTimeline(device ? entry.device : -1, &d.timeline); r != kSuccess) return r;
   }
   Timeline& t = *d.timeline;
-  if (orderAfterLane && lane != nullptr && lane->route->timeline) {
-    Timeline* copies = lane->route->timeline.get();
-    if (Result r = orderAfter(t, copies, copies->issued, c.config.timeoutSeconds);
+  if (orderAfterLane && lane != nullptr && lane->timeline) {
+    if (Result r = orderAfter(t, lane->timeline.get(), lane->timeline->issued, c.config.timeoutSeconds);
         r != kSuccess) {
       return r;
     }
@@ -681,8 +678,8 @@ Result flush(void* collComm, int context, uint32_t rank, void** request) {
   if (lane == nullptr) return noteError(c, kInvalidArgument);
   if (Result r = releaseHeld(c, *lane, Release::All); r != kSuccess) return noteError(c, r);
   Request* req = newRequest(c);
-  if (Timeline* copies = lane->route->timeline.get(); copies != nullptr && copies->issued > 0) {
-    req->parts.push_back(Part{copies, copies->issued, nullptr});
+  if (lane->timeline && lane->timeline->issued > 0) {
+    req->parts.push_back(Part{lane->timeline.get(), lane->timeline->issued, nullptr});
   }
   *request = req;
   return kSuccess;
@@ -747,8 +744,8 @@ Result test(void* collComm, void* request, int* done) {
 
 namespace {
 // GINBENCH_LOOPBACK_STATS: every few seconds, one line per connection with work in flight or
-// signals exchanged: what each route has issued and completed, what each lane still holds, and
-// how many signal messages went out and came in. Two ranks' lines side by side show where a stalled exchange
+// signals exchanged: what each lane has issued, completed and still holds, and how many signal
+// messages went out and came in. Two ranks' lines side by side show where a stalled exchange
 // stopped (a signal never sent, sent but not applied, or applied and the kernel still waits).
 void dumpState(CollComm& c) {
   auto now = Clock::now();
@@ -756,21 +753,15 @@ void dumpState(CollComm& c) {
   c.nextStateLine = now + std::chrono::seconds(3);
   std::string s;
   char buf[160];
-  for (size_t p = 0; p < c.routes.size(); p++) {
-    Timeline* t = c.routes[p].timeline.get();
-    uint64_t done = t ? t->completedHint.load() : 0;
-    uint64_t issued = t ? t->issued : 0;
-    if (issued == 0) continue;
-    snprintf(buf, sizeof buf, " | to %zu: copies %llu/%llu", p, static_cast<unsigned long long>(done),
-             static_cast<unsigned long long>(issued));
-    s += buf;
-    if (done < issued) s += " (" + t->mover->oldestPending(*t) + ")";
-  }
   for (const Lane& l : c.lanes) {
-    if (l.sigQueued == 0 && l.held.empty()) continue;
-    snprintf(buf, sizeof buf, " | to %d ctx %d: held %zu signals sent %llu/%llu", l.peer, l.context, l.held.size(),
+    uint64_t done = l.timeline ? l.timeline->completedHint.load() : 0;
+    uint64_t issued = l.timeline ? l.timeline->issued : 0;
+    if (issued == 0 && l.sigQueued == 0 && l.held.empty()) continue;
+    snprintf(buf, sizeof buf, " | to %d ctx %d: copies %llu/%llu held %zu signals sent %llu/%llu", l.peer, l.context,
+             static_cast<unsigned long long>(done), static_cast<unsigned long long>(issued), l.held.size(),
              static_cast<unsigned long long>(l.sigSent), static_cast<unsigned long long>(l.sigQueued));
     s += buf;
+    if (l.timeline && done < issued) s += " (" + l.timeline->mover->oldestPending(*l.timeline) + ")";
   }
   for (size_t i = 0; i < c.inSeq.size(); i++) {
     if (c.inSeq[i] == 0) continue;
@@ -828,10 +819,8 @@ Result settleLanes(CollComm& c, const char* what) {
     }
     lane.held.erase(std::remove_if(lane.held.begin(), lane.held.end(), gone), lane.held.end());
     if (Result r = releaseHeld(c, lane, Release::All); r != kSuccess && result == kSuccess) result = r;
-  }
-  for (Route& route : c.routes) {
-    if (route.timeline) {
-      Result r = drainTimeline(*route.timeline, c.config.timeoutSeconds, what);
+    if (lane.timeline) {
+      Result r = drainTimeline(*lane.timeline, c.config.timeoutSeconds, what);
       if (r != kSuccess && result == kSuccess) result = r;
     }
   }

@@ -7,14 +7,11 @@
 #include <sched.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <deque>
-#include <map>
 #include <mutex>
 #include <vector>
 
 #include "cuda_api.h"
-#include "forever.h"
 #include "log.h"
 #include "mover.h"
 #include "stats.h"
@@ -37,28 +34,6 @@ cu::Status timed(CudaCall which, Fn fn, Args... args) {
   return fn(args...);
 }
 
-// The plugin's live streams per device. A process's streams share CUDA_DEVICE_MAX_CONNECTIONS
-// hardware queues per GPU (8 unless set, 32 at most); a copy or signal on a queue shared with a
-// GIN kernel's stream waits behind that kernel, which waits for it. The plugin keeps its streams
-// few (one per peer, objects.h Route), and says so once where its own alone fill the queues.
-Forever<std::mutex> gStreamsMutex;
-Forever<std::map<int, int>> gStreams;
-
-void countStream(int device, int delta) {
-  std::lock_guard<std::mutex> lock(*gStreamsMutex);
-  int live = ((*gStreams)[device] += delta);
-  static bool warned = false;
-  const char* v = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-  int queues = v != nullptr && atoi(v) > 0 ? atoi(v) : 8;
-  if (delta > 0 && live >= queues && !warned) {
-    warned = true;
-    warn("%d streams of this plugin on GPU %d fill its CUDA_DEVICE_MAX_CONNECTIONS=%d hardware queues: a copy may "
-         "wait behind a GIN kernel that waits for it (a stall); use fewer ranks per process or GIN contexts, or "
-         "raise CUDA_DEVICE_MAX_CONNECTIONS (at most 32)",
-         live, device, queues);
-  }
-}
-
 struct CudaTimeline final : Timeline {
   CudaTimeline(Mover* m, int dev, const cu::Api* a, cu::Context c) : Timeline(m, dev), api(a), ctx(c) {}
   ~CudaTimeline() override {
@@ -67,10 +42,7 @@ struct CudaTimeline final : Timeline {
     if (api->ctxSetCurrent(ctx) != cu::kOk) return;
     for (auto& e : inflight) api->eventDestroy(e.event);
     for (auto e : spare) api->eventDestroy(e);
-    if (stream != nullptr) {
-      api->streamDestroy(stream);
-      countStream(device, -1);
-    }
+    if (stream != nullptr) api->streamDestroy(stream);
     if (staging != nullptr) api->memFreeHost(staging);
   }
   const cu::Api* api;
@@ -114,7 +86,6 @@ class CudaMover final : public Mover {
         r != kSuccess) {
       return r;
     }
-    countStream(device, 1);
     *out = std::move(t);
     return kSuccess;
   }

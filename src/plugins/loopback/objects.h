@@ -186,24 +186,13 @@ struct OutSignal {
   uint64_t seq;
 };
 
-// Where this rank's copies to one peer run, every context's: one timeline (a CUDA stream). Each
-// CUDA stream of a process runs on one of CUDA_DEVICE_MAX_CONNECTIONS (at most 32) hardware
-// queues per GPU, and a copy on a queue shared with a GIN kernel's stream waits behind the kernel
-// that waits for it: a timeline per (context, peer) made 4 x 8 streams per GPU at 8 ranks and
-// stalled the gin alltoall (8 virtual nodes on one H200), so the contexts share one per peer.
-// Ordering a lane's signal after its route's copies orders it after other contexts' too:
-// stronger than GIN asks, never weaker.
-struct Route {
-  std::unique_ptr<Timeline> timeline;
-  std::vector<std::unique_ptr<Timeline>> retired;  // host timelines replaced by a device one
-};
-
-// One ordering domain: this rank's traffic to one peer on one context (GIN orders signals only
-// within (context, peer)); its copies run on the peer's route.
+// One ordering domain: this rank's traffic to one peer on one context. GIN orders signals only
+// within (context, peer), so lanes run independently, each on its own timeline.
 struct Lane {
   int context = 0;
   int peer = 0;
-  Route* route = nullptr;
+  std::unique_ptr<Timeline> timeline;
+  std::vector<std::unique_ptr<Timeline>> retired;  // host timelines replaced by a device one
   std::vector<HeldChunk> held;
   uint64_t opSeq = 0;  // ops entered in program order (trace ids)
   // Signals to another process, in program order; sigQueued/sigSent count them.
@@ -230,7 +219,6 @@ struct CollComm {
   bool v11 = false;
   std::unordered_set<void*> contextSets;  // v14's live rmaCtx
   std::deque<Lane> lanes;  // [context * nranks + peer]; a deque, as ops keep pointers to lanes
-  std::deque<Route> routes;  // [peer]
   std::unordered_set<Request*> requests;
   std::unordered_set<MemHandle*> handles;
   Result error = kSuccess;  // first failure of a data-path call, for queryLastError

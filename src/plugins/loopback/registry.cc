@@ -186,13 +186,11 @@ int addContexts(CollComm& c, int n) {
   const int base = c.nContexts;
   c.nContexts += n;
   c.lanes.resize(static_cast<size_t>(c.nContexts) * c.nranks);
-  c.routes.resize(static_cast<size_t>(c.nranks));
   for (int ctx = base; ctx < c.nContexts; ctx++) {
     for (int p = 0; p < c.nranks; p++) {
       Lane& lane = c.lanes[static_cast<size_t>(ctx) * c.nranks + p];
       lane.context = ctx;
       lane.peer = p;
-      lane.route = &c.routes[static_cast<size_t>(p)];
     }
   }
   c.inSeq.resize(static_cast<size_t>(c.nContexts) * c.nranks, 0);

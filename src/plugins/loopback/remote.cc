@@ -299,7 +299,7 @@ Result sendSignal(CollComm& c, Lane& lane, Request* req, uint64_t regSeq, uint64
   OutSignal o{};
   // Everything issued on the lane so far (the data of this op and of every earlier op) must
   // complete before the message may leave.
-  o.fence = early ? nullptr : lane.route->timeline.get();
+  o.fence = early ? nullptr : lane.timeline.get();
   o.ticket = o.fence != nullptr ? o.fence->issued : 0;
   o.regSeq = regSeq;
   o.offset = offset;

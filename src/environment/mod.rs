@@ -70,14 +70,18 @@ pub fn gin_with_hint(mut gin: Gin, net: &Network) -> Gin {
     gin
 }
 
-/// The variables that change NCCL's, libfabric's, aws-ofi-nccl's and ginbench's behaviour,
-/// recorded with every run.
+/// Prefixes of the variables that change NCCL's, libfabric's, aws-ofi-nccl's and ginbench's
+/// behaviour.
+const SETTING_PREFIXES: [&str; 4] = ["NCCL_", "FI_", "OFI_", "GINBENCH_"];
+
+/// Whether `name` is one of those variables.
+pub fn is_setting(name: &str) -> bool {
+    SETTING_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// Those variables and CUDA_VISIBLE_DEVICES, recorded with every run.
 pub fn vars() -> BTreeMap<String, String> {
-    std::env::vars()
-        .filter(|(k, _)| {
-            ["NCCL_", "FI_", "OFI_", "GINBENCH_"].iter().any(|p| k.starts_with(p)) || k == "CUDA_VISIBLE_DEVICES"
-        })
-        .collect()
+    std::env::vars().filter(|(k, _)| is_setting(k) || k == "CUDA_VISIBLE_DEVICES").collect()
 }
 
 static LOOPBACK: std::sync::OnceLock<crate::gin_backend::Loopback> = std::sync::OnceLock::new();

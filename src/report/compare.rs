@@ -569,8 +569,7 @@ pub fn env_differences(a: &Run, b: &Run) -> Vec<String> {
     };
     let names: BTreeSet<&String> = a.env.vars.keys().chain(b.env.vars.keys()).collect();
     for k in names {
-        let tuned = ["NCCL_", "FI_", "OFI_", "GINBENCH_"].iter().any(|p| k.starts_with(p))
-            && !NOT_SETTINGS.contains(&k.as_str());
+        let tuned = crate::environment::is_setting(k) && !NOT_SETTINGS.contains(&k.as_str());
         let (x, y) = (read(a, k), read(b, k));
         if tuned && x != y {
             d.push(format!("{k}: {x} -> {y}"));
